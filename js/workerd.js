@@ -1,0 +1,10 @@
+// Entry for workerd and bundlers targeting Workers: the .wasm is imported as a compiled
+// module (Workers cannot compile wasm from bytes at run time) and instantiated synchronously.
+import { DurableObject } from 'cloudflare:workers';
+import wasmModule from './rate_limiter_bg.wasm';
+import { initSync } from './rate_limiter.js';
+import { defineRateLimiterServer } from './server.js';
+
+export const RateLimiterServer = defineRateLimiterServer(DurableObject, () =>
+  initSync({ module: wasmModule }),
+);

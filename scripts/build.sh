@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Assembles the publishable package in pkg/: wasm-pack output (wasm-opt'd), js/, pkg-template/.
+# Then installs pkg/ into node_modules the way `npm install` would, for the example and the tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PWD/node_modules/.bin:$HOME/.cargo/bin:$PATH"
+
+out=target/wasm-pack
+wasm-pack --log-level warn build --target web --release --out-dir "$out" --out-name rate_limiter --no-pack
+
+rm -rf pkg && mkdir pkg
+# The features rustc enables by default for wasm32-unknown-unknown; wasm-opt must accept them.
+wasm-opt -Oz --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
+  --enable-mutable-globals --enable-reference-types --enable-multivalue \
+  "$out/rate_limiter_bg.wasm" -o pkg/rate_limiter_bg.wasm
+cat "$out/rate_limiter.js" js/glue-reset.js > pkg/rate_limiter.js
+cp "$out/rate_limiter.d.ts" pkg/rate_limiter.d.ts
+printf '\n/** Forgets the current wasm instance; the next initSync starts a fresh one. */\nexport function resetWasmInstance(): void;\n' >> pkg/rate_limiter.d.ts
+cp "$out/rate_limiter_bg.wasm.d.ts" js/server.js js/workerd.js js/node.js js/index.d.ts pkg/
+cp pkg-template/package.json pkg-template/README.md pkg/
+
+installed=node_modules/@delightstack/rate-limiter
+if [ -d node_modules ]; then
+  rm -rf "$installed" && mkdir -p "$(dirname "$installed")" && cp -r pkg "$installed"
+fi
+raw=$(wc -c < pkg/rate_limiter_bg.wasm)
+gz=$(gzip -9 -c pkg/rate_limiter_bg.wasm | wc -c)
+echo "built pkg/: rate_limiter_bg.wasm $raw bytes raw, $gz bytes gzip"

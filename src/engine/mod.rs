@@ -1,0 +1,19 @@
+//! The pure token-bucket engine: no JavaScript, no clock, no panics on any input.
+//! Callers validate raw numbers into [`Options`] and [`Cost`] and pass time as an [`Instant`].
+
+mod bucket;
+mod error;
+mod limiter;
+mod options;
+mod store;
+mod time;
+
+pub use bucket::Status;
+pub use error::{Error, JsNumber};
+pub use limiter::Limiter;
+pub use options::{
+    Cost, Options, OptionsPatch, DEFAULT_MAX_TOKENS, DEFAULT_REFILL_EVERY_SECONDS,
+    MAX_SAFE_INTEGER, UNITS_PER_TOKEN,
+};
+pub use store::SWEEP_STEPS;
+pub use time::Instant;

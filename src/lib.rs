@@ -1,0 +1,7 @@
+//! `@delightstack/rate-limiter`: a token-bucket rate limiter for Cloudflare Workers.
+//!
+//! [`engine`] is the pure algorithm (no JavaScript, no clock); [`binding`] exposes it to
+//! JavaScript through wasm-bindgen. The Durable Object class lives in the JS shim (`js/`).
+
+pub mod binding;
+pub mod engine;
