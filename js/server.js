@@ -26,7 +26,7 @@ export function defineRateLimiterServer(Base, startWasm) {
     const seed = crypto.getRandomValues(new Uint32Array(2));
     cell.limiter = new RateLimiter(seed[0], seed[1]);
     cell.generation = generation;
-    if (cell.options !== undefined) cell.limiter.setOptions(cell.options);
+    if (cell.options !== undefined) cell.limiter.setOptions(Date.now(), cell.options);
   }
 
   return class RateLimiterServer extends Base {
@@ -40,7 +40,7 @@ export function defineRateLimiterServer(Base, startWasm) {
 
     setOptions(options) {
       this.#run((limiter) => {
-        limiter.setOptions(options);
+        limiter.setOptions(Date.now(), options);
         // Kept so that a replacement instance starts with the same options.
         this.#cell.options = limiter.options;
       });

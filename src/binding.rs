@@ -66,9 +66,14 @@ impl RateLimiter {
 
     /// Updates the options of every bucket. All or nothing.
     #[wasm_bindgen(js_name = setOptions)]
-    pub fn set_options(&mut self, options: Ts<RateLimiterOptions>) -> Result<(), JsValue> {
+    pub fn set_options(
+        &mut self,
+        now_ms: f64,
+        options: Ts<RateLimiterOptions>,
+    ) -> Result<(), JsValue> {
         let patch = read_options(&options.js_value()).map_err(to_js_error)?;
-        self.engine.set_options(patch).map_err(to_js_error)
+        let now = Instant::from_millis(now_ms);
+        self.engine.set_options(patch, now).map_err(to_js_error)
     }
 
     /// Whether `consume(key, cost)` would succeed now. Consumes nothing.

@@ -25,9 +25,18 @@ impl Limiter {
         self.options
     }
 
-    /// Applies a partial update to the options of every bucket; all or nothing.
-    pub fn set_options(&mut self, patch: OptionsPatch) -> Result<(), Error> {
-        self.options = self.options.patched(patch)?;
+    /// Applies a partial update to the options of every bucket; all or nothing. The new
+    /// options apply to each bucket at its next access, except that a bucket already full
+    /// at `now` stays full: a raised capacity or a longer interval does not empty it again.
+    /// (Such buckets may already have been swept away, so this keeps the sweep invisible.)
+    /// Costs O(stored buckets) only when the change raises capacity or lengthens the interval.
+    pub fn set_options(&mut self, patch: OptionsPatch, now: Instant) -> Result<(), Error> {
+        let old = self.options;
+        let new = old.patched(patch)?;
+        if new.max_tokens() > old.max_tokens() || new.interval_nanos() > old.interval_nanos() {
+            self.store.drop_full(&old, now);
+        }
+        self.options = new;
         Ok(())
     }
 

@@ -126,8 +126,12 @@ impl Cost {
     }
 }
 
-/// Token units as the number of tokens a caller sees.
+/// Token units as the number of tokens a caller sees, correctly rounded while the units fit
+/// an f64 exactly (below 2^53, about nine million tokens), within one ulp above that.
 pub fn units_to_tokens(units: u128) -> f64 {
+    if units < 1 << 53 {
+        return units as f64 / UNITS_PER_TOKEN as f64;
+    }
     let whole = (units / UNITS_PER_TOKEN) as f64;
     let fraction = (units % UNITS_PER_TOKEN) as f64 / UNITS_PER_TOKEN as f64;
     whole + fraction

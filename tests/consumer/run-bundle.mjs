@@ -1,0 +1,89 @@
+// Runs the `wrangler deploy --dry-run` output of the consumer Worker in Miniflare (workerd),
+// as Cloudflare would: the bundled entry plus its .wasm as a compiled module, and the
+// LIMITER Durable Object namespace bound to the re-exported RateLimiterServer class.
+// Usage: node run-bundle.mjs <dist dir>. Prints one line per check; exits 1 on a failure.
+import { createRequire } from 'node:module';
+import { readdirSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const repoRoot = resolve(here, '../..');
+// Miniflare is a dev tool of the repository, not of the consumer: load it from the root.
+const { Miniflare } = createRequire(join(repoRoot, 'package.json'))('miniflare');
+
+const dist = resolve(process.argv[2] ?? join(here, 'dist'));
+const entry = join(dist, 'index.js');
+
+let passed = 0;
+function check(condition, what, detail = '') {
+  if (!condition) {
+    console.error(`  FAIL ${what}${detail ? `: ${detail}` : ''}`);
+    throw new Error(`check failed: ${what}`);
+  }
+  passed += 1;
+  console.log(`  ok   ${what}`);
+}
+
+const mf = new Miniflare({
+  modules: true,
+  scriptPath: entry,
+  modulesRoot: dist,
+  modulesRules: [{ type: 'CompiledWasm', include: ['**/*.wasm'] }],
+  durableObjects: { LIMITER: 'RateLimiterServer' },
+  compatibilityDate: '2026-04-01',
+});
+
+async function hit(ip) {
+  const res = await mf.dispatchFetch('http://consumer.example/api', {
+    headers: { 'CF-Connecting-IP': ip },
+  });
+  await res.arrayBuffer();
+  return res;
+}
+
+let failed = false;
+try {
+  await mf.ready;
+  check(readdirSync(dist).some((f) => f.endsWith('.wasm')), 'Miniflare started the bundle with its .wasm module');
+
+  const ip = '203.0.113.7';
+  for (let i = 1; i <= 10; i += 1) {
+    const res = await hit(ip);
+    const remaining = res.headers.get('X-RateLimit-Remaining');
+    check(
+      res.status === 200 && remaining === String(10 - i) && res.headers.get('X-RateLimit-Limit') === '10',
+      `request ${i} from ${ip}: 200, X-RateLimit-Remaining ${10 - i}, X-RateLimit-Limit 10`,
+      `got ${res.status}, remaining ${remaining}, limit ${res.headers.get('X-RateLimit-Limit')}`,
+    );
+  }
+
+  const limited = await hit(ip);
+  const retryAfter = limited.headers.get('Retry-After');
+  check(limited.status === 429, `request 11 from ${ip}: 429`, `got ${limited.status}`);
+  check(
+    retryAfter !== null && /^\d+$/.test(retryAfter) && Number(retryAfter) >= 1 && Number(retryAfter) <= 10,
+    `request 11: Retry-After is a whole number of seconds in [1, 10] (${retryAfter})`,
+    `got ${retryAfter}`,
+  );
+  check(
+    limited.headers.get('X-RateLimit-Remaining') === '0',
+    'request 11: X-RateLimit-Remaining 0',
+    `got ${limited.headers.get('X-RateLimit-Remaining')}`,
+  );
+
+  const other = await hit('198.51.100.1');
+  check(
+    other.status === 200 && other.headers.get('X-RateLimit-Remaining') === '9',
+    'another IP (198.51.100.1) has its own bucket: 200, X-RateLimit-Remaining 9',
+    `got ${other.status}, remaining ${other.headers.get('X-RateLimit-Remaining')}`,
+  );
+} catch (error) {
+  failed = true;
+  if (!String(error?.message).startsWith('check failed')) console.error('  FAIL', error);
+} finally {
+  await mf.dispose();
+}
+if (!failed) check(true, 'Miniflare disposed');
+console.log(`run-bundle: ${passed} checks passed`);
+process.exit(failed ? 1 : 0);

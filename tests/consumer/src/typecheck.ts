@@ -1,0 +1,45 @@
+// Compiled by `tsc --noEmit`, never bundled: the package's types as a consumer sees them.
+// Each @ts-expect-error must be needed: if the wrong call type-checked, tsc would fail on
+// the unused directive.
+import type { RateLimiterServer, RateLimiterOptions, RateLimiterStatus } from '@delightstack/rate-limiter';
+import type { Env } from './index';
+
+export async function typedUses(env: Env): Promise<void> {
+  const stub: DurableObjectStub<RateLimiterServer> = env.LIMITER.get(env.LIMITER.idFromName('1.2.3.4'));
+
+  const ok: boolean = await stub.consume('k', 1);
+  const okDefaultCost: boolean = await stub.consume('k');
+  const allowed: boolean = await stub.check('k', 0.5);
+  const s: RateLimiterStatus = await stub.getStatus('k');
+  const fields: [number, number, number] = [s.remaining, s.limit, s.reset_in_ms];
+  const options: RateLimiterOptions = { max_tokens: 5, refill_every_seconds: 0.25 };
+  await stub.setOptions(options);
+  await stub.setOptions({});
+  await stub.reset('k');
+  void [ok, okDefaultCost, allowed, fields];
+
+  // @ts-expect-error a key must be a string
+  await stub.consume(42);
+  // @ts-expect-error a cost must be a number
+  await stub.consume('k', '1');
+  // @ts-expect-error max_tokens must be a number
+  await stub.setOptions({ max_tokens: '5' });
+  // @ts-expect-error an unknown option (a typo of max_tokens) is rejected
+  await stub.setOptions({ max_token: 5 });
+  // @ts-expect-error consume resolves to a boolean, not a status
+  const notStatus: RateLimiterStatus = await stub.consume('k');
+  // @ts-expect-error RPC methods return promises: the result must be awaited
+  const notAwaited: boolean = stub.consume('k');
+  // @ts-expect-error no such method
+  await stub.consumeAll('k');
+  void [notStatus, notAwaited];
+}
+
+// The same class, driven directly and synchronously (as unit tests do).
+export function directUses(server: RateLimiterServer): void {
+  const ok: boolean = server.consume('k');
+  const s: RateLimiterStatus = server.getStatus('k');
+  // @ts-expect-error called directly, consume is synchronous: no promise
+  const p: Promise<boolean> = server.consume('k');
+  void [ok, s, p];
+}

@@ -1,0 +1,15 @@
+// The Node behaviour suite: drives the installed package (`@delightstack/rate-limiter`, its
+// `node` export condition) synchronously in plain Node, the way a consumer's unit tests do.
+// Run: npx vitest run --config tests/node/vitest.config.ts
+import { defineConfig } from 'vitest/config';
+
+// The repo root, whatever the working directory (no node:url: the project has no @types/node).
+const root = decodeURIComponent(new URL('../..', import.meta.url).pathname);
+
+export default defineConfig({
+  root,
+  test: {
+    environment: 'node',
+    include: ['tests/node/**/*.test.ts'],
+  },
+});
