@@ -1,3 +1,4 @@
+#![cfg(not(target_arch = "wasm32"))]
 //! Property tests over random operation sequences: the engine against a deliberately naive
 //! model of SPEC §2 (which keeps every bucket and never sweeps), plus the invariants.
 

@@ -1,3 +1,4 @@
+/// <reference types="vite/client" />
 // The Node behaviour suite: drives the installed package (`@delightstack/rate-limiter`, its
 // `node` export condition) synchronously in plain Node, the way a consumer's unit tests do.
 // Run: npx vitest run --config tests/node/vitest.config.ts
