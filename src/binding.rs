@@ -13,11 +13,11 @@ use crate::engine::{Cost, Error, Instant, JsNumber, Limiter, OptionsPatch, Statu
 pub struct RateLimiterOptions {
     /// Bucket capacity: the most tokens a key can hold, and so the largest burst.
     /// A whole number from 1 to 2^53 - 1. Default: 10.
-    #[tsify(optional)]
+    #[tsify(optional, type = "number | undefined")]
     pub max_tokens: Option<f64>,
     /// Seconds between two refilled tokens: a finite number > 0, fractions allowed
     /// (0.25 refills four tokens a second). Default: 10.
-    #[tsify(optional)]
+    #[tsify(optional, type = "number | undefined")]
     pub refill_every_seconds: Option<f64>,
 }
 
@@ -241,8 +241,9 @@ fn describe(value: &JsValue) -> String {
         "null".into()
     } else if value.is_undefined() {
         "undefined".into()
-    } else if value.is_bigint() {
-        "a bigint".into()
+    } else if let Some(big) = value.dyn_ref::<js_sys::BigInt>() {
+        let digits = big.to_string(10).map(String::from).unwrap_or_default();
+        format!("bigint {digits}n")
     } else if value.is_symbol() {
         "a symbol".into()
     } else if value.is_function() {

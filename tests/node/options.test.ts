@@ -161,6 +161,15 @@ describe('setOptions: existing buckets', () => {
     expect(server.getStatus('empty')).toEqual(status(20, 20, 0));
   });
 
+  it('a bucket that refilled to full unobserved stays full when max_tokens is raised', () => {
+    take('k', 10);
+    vi.advanceTimersByTime(100 * SECOND); // full at T0+100 s, though nothing looked at it
+    server.setOptions({ max_tokens: 20 });
+    // A full bucket is indistinguishable from an absent one: full at the new capacity.
+    expect(server.getStatus('k')).toEqual(status(20, 20, 0));
+    expect(server.getStatus('never-used')).toEqual(status(20, 20, 0));
+  });
+
   it('a new interval applies to every bucket at its next access', () => {
     take('a', 10);
     take('b', 10);
