@@ -1,16 +1,28 @@
 import { DurableObject } from 'cloudflare:workers';
-import type { RateLimiterOptions, RateLimiterStatus } from './rate_limiter.js';
+import type {
+  RateLimitAllDecision,
+  RateLimitDecision,
+  RateLimiterOptions,
+  RateLimiterStatus,
+  RateLimitRequest,
+} from './rate_limiter.js';
 
-export type { RateLimiterOptions, RateLimiterStatus };
+export type {
+  RateLimitAllDecision,
+  RateLimitDecision,
+  RateLimiterOptions,
+  RateLimiterStatus,
+  RateLimitRequest,
+};
 
 /**
  * A token-bucket rate limiter as a Durable Object. Call it over RPC:
- * `await env.LIMITER.get(env.LIMITER.idFromName(ip)).consume('api', 1)`.
+ * `await env.LIMITER.get(env.LIMITER.idFromName(ip)).limit('api', 1)`.
  * Every method also works directly and synchronously on an instance.
  */
 export declare class RateLimiterServer extends DurableObject {
   constructor(ctx: DurableObjectState, env: unknown);
-  /** Updates the options of every bucket; omitted fields keep their value. All or nothing. */
+  /** Updates the instance options; omitted fields keep their value. All or nothing. */
   setOptions(options: RateLimiterOptions): void;
   /** Whether `consume(key, cost)` would succeed now. Consumes nothing. */
   check(key: string, cost?: number): boolean;
@@ -18,6 +30,33 @@ export declare class RateLimiterServer extends DurableObject {
   consume(key: string, cost?: number): boolean;
   /** The bucket of `key` now. Consumes nothing. */
   getStatus(key: string): RateLimiterStatus;
-  /** Forgets the bucket of `key`: it is full at its next access. */
+  /** Forgets the bucket of `key` and its policy: it is full at its next access. */
   reset(key: string): void;
+  /**
+   * One call that decides and reports: applies `policy` to the key (remembered by its
+   * bucket; missing fields come from the instance options), consumes `cost` (default 1)
+   * and returns the decision with the bucket's state and the exact retry time.
+   */
+  limit(key: string, cost?: number, policy?: RateLimiterOptions): RateLimitDecision;
+  /** `limit` over several keys, all or nothing: every bucket consumes, or none does. */
+  limitAll(requests: RateLimitRequest[]): RateLimitAllDecision;
 }
+
+/** Options of `rateLimitHeaders`. */
+export interface RateLimitHeadersOptions {
+  /**
+   * The policy name in `RateLimit-Policy` / `RateLimit` (printable ASCII). Default
+   * `"default"`; for a `limitAll` decision `name-1`, `name-2`…, or one name per limit.
+   */
+  name?: string | string[];
+}
+
+/**
+ * Response headers for a decision: IETF `RateLimit-Policy` and `RateLimit`
+ * (draft-ietf-httpapi-ratelimit-headers-11), `X-RateLimit-Limit`, `X-RateLimit-Remaining`,
+ * `X-RateLimit-Reset`, and `Retry-After` on a denied decision that waiting can satisfy.
+ */
+export declare function rateLimitHeaders(
+  decision: RateLimitDecision | RateLimitAllDecision,
+  options?: RateLimitHeadersOptions,
+): Record<string, string>;

@@ -4,6 +4,8 @@ import { readFileSync } from 'node:fs';
 import { initSync } from './rate_limiter.js';
 import { defineRateLimiterServer } from './server.js';
 
+export { rateLimitHeaders } from './headers.js';
+
 class DurableObjectStandIn {
   constructor(ctx, env) {
     this.ctx = ctx;

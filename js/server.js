@@ -62,6 +62,14 @@ export function defineRateLimiterServer(Base, startWasm) {
       this.#run((limiter) => limiter.reset(key));
     }
 
+    limit(key, cost, policy) {
+      return this.#run((limiter) => limiter.limit(Date.now(), key, cost, policy));
+    }
+
+    limitAll(requests) {
+      return this.#run((limiter) => limiter.limitAll(Date.now(), requests));
+    }
+
     #run(call) {
       const cell = this.#cell;
       if (cell.generation !== generation) renew(cell);

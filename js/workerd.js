@@ -5,6 +5,8 @@ import wasmModule from './rate_limiter_bg.wasm';
 import { initSync } from './rate_limiter.js';
 import { defineRateLimiterServer } from './server.js';
 
+export { rateLimitHeaders } from './headers.js';
+
 export const RateLimiterServer = defineRateLimiterServer(DurableObject, () =>
   initSync({ module: wasmModule }),
 );

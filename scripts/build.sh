@@ -17,7 +17,7 @@ cat "$out/rate_limiter.js" js/glue-reset.js > pkg/rate_limiter.js
 # Symbol.dispose needs lib esnext; the consumer never sees the wasm class, so drop it.
 grep -v "\[Symbol.dispose\]" "$out/rate_limiter.d.ts" > pkg/rate_limiter.d.ts
 printf '\n/** Forgets the current wasm instance; the next initSync starts a fresh one. */\nexport function resetWasmInstance(): void;\n' >> pkg/rate_limiter.d.ts
-cp "$out/rate_limiter_bg.wasm.d.ts" js/server.js js/workerd.js js/node.js js/index.d.ts pkg/
+cp "$out/rate_limiter_bg.wasm.d.ts" js/server.js js/headers.js js/workerd.js js/node.js js/index.d.ts pkg/
 cp pkg-template/package.json pkg-template/README.md pkg/
 
 installed=node_modules/@delightstack/rate-limiter

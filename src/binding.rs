@@ -6,7 +6,9 @@ use serde::{Deserialize, Serialize};
 use tsify::{Ts, Tsify};
 use wasm_bindgen::prelude::*;
 
-use crate::engine::{Cost, Error, Instant, JsNumber, Limiter, OptionsPatch, Status};
+use crate::engine::{
+    AllDecision, Cost, Decision, Error, Instant, JsNumber, Limiter, OptionsPatch, Request, Status,
+};
 
 /// Options of a rate limiter. Every field is optional: an omitted field keeps its value.
 #[derive(Tsify, Serialize, Deserialize, Default)]
@@ -33,6 +35,55 @@ pub struct RateLimiterStatus {
     pub reset_in_ms: f64,
 }
 
+/// What `limit` decided for one key, and the state of its bucket after the call.
+#[derive(Tsify, Serialize, Deserialize)]
+pub struct RateLimitDecision {
+    /// Whether the call consumed its cost.
+    pub allowed: bool,
+    /// Tokens available after this call (after refilling).
+    pub remaining: f64,
+    /// The bucket capacity (`max_tokens`) this call used.
+    pub limit: f64,
+    /// 0 when the bucket is full, else milliseconds until the next token, rounded up.
+    pub reset_in_ms: f64,
+    /// 0 when allowed. When denied: whole milliseconds, rounded up, after which the same
+    /// call succeeds if nothing else consumes; `null` when no wait can help (cost above
+    /// capacity).
+    #[tsify(type = "number | null")]
+    pub retry_after_ms: Option<f64>,
+    /// Milliseconds an empty bucket takes to refill completely (`max_tokens` intervals),
+    /// rounded up: the window of the policy, as the IETF RateLimit-Policy `w` reports it.
+    pub window_ms: f64,
+}
+
+/// One limit of a `limitAll` call.
+#[derive(Tsify, Serialize, Deserialize)]
+pub struct RateLimitRequest {
+    /// The bucket's key; each key may appear once per call.
+    pub key: String,
+    /// Tokens to take, a finite number >= 0. Default: 1.
+    #[tsify(optional, type = "number | undefined")]
+    pub cost: Option<f64>,
+    /// Options for this key, remembered by its bucket; missing fields come from the
+    /// instance options. Default: the key's remembered policy, else the instance options.
+    #[tsify(optional, type = "RateLimiterOptions | undefined")]
+    pub policy: Option<RateLimiterOptions>,
+}
+
+/// What `limitAll` decided: every bucket consumed, or none did.
+#[derive(Tsify, Serialize, Deserialize)]
+pub struct RateLimitAllDecision {
+    /// Whether every request consumed its cost (if false, none did).
+    pub allowed: bool,
+    /// 0 when allowed, else the largest wait among the results; `null` when some request
+    /// can never pass (cost above its capacity).
+    #[tsify(type = "number | null")]
+    pub retry_after_ms: Option<f64>,
+    /// One decision per request, in order. When denied, `allowed` tells whether that limit
+    /// had room, and nothing was consumed.
+    pub results: Vec<RateLimitDecision>,
+}
+
 #[wasm_bindgen]
 extern "C" {
     /// A JS string, seen through the one method of it we need.
@@ -45,7 +96,7 @@ extern "C" {
 }
 
 /// Token-bucket rate limiter over string keys. `now_ms` is `Date.now()` at the call; it
-/// comes first so that the optional `cost` can be last.
+/// comes first so that the optional arguments can be last.
 #[wasm_bindgen]
 pub struct RateLimiter {
     engine: Limiter,
@@ -64,14 +115,14 @@ impl RateLimiter {
         }
     }
 
-    /// Updates the options of every bucket. All or nothing.
+    /// Updates the instance options. All or nothing.
     #[wasm_bindgen(js_name = setOptions)]
     pub fn set_options(
         &mut self,
         now_ms: f64,
         options: Ts<RateLimiterOptions>,
     ) -> Result<(), JsValue> {
-        let patch = read_options(&options.js_value()).map_err(to_js_error)?;
+        let patch = read_options(&options.js_value(), "options", false).map_err(to_js_error)?;
         let now = Instant::from_millis(now_ms);
         self.engine.set_options(patch, now).map_err(to_js_error)
     }
@@ -83,10 +134,11 @@ impl RateLimiter {
         #[wasm_bindgen(unchecked_param_type = "string")] key: &JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "number")] cost: &JsValue,
     ) -> Result<bool, JsValue> {
-        let cost = read_cost(cost).map_err(to_js_error)?;
-        self.encode_key(key)?;
-        let now = Instant::from_millis(now_ms);
-        Ok(self.engine.check(&self.key, cost, now))
+        let cost = read_cost(cost, "cost").map_err(to_js_error)?;
+        encode_key(key, "key", &mut self.key).map_err(to_js_error)?;
+        Ok(self
+            .engine
+            .check(&self.key, cost, Instant::from_millis(now_ms)))
     }
 
     /// Takes `cost` tokens (default 1) if the bucket holds that many; else changes nothing.
@@ -96,10 +148,11 @@ impl RateLimiter {
         #[wasm_bindgen(unchecked_param_type = "string")] key: &JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "number")] cost: &JsValue,
     ) -> Result<bool, JsValue> {
-        let cost = read_cost(cost).map_err(to_js_error)?;
-        self.encode_key(key)?;
-        let now = Instant::from_millis(now_ms);
-        Ok(self.engine.consume(&self.key, cost, now))
+        let cost = read_cost(cost, "cost").map_err(to_js_error)?;
+        encode_key(key, "key", &mut self.key).map_err(to_js_error)?;
+        Ok(self
+            .engine
+            .consume(&self.key, cost, Instant::from_millis(now_ms)))
     }
 
     /// The bucket of `key` now: `{ remaining, limit, reset_in_ms }`.
@@ -109,58 +162,80 @@ impl RateLimiter {
         now_ms: f64,
         #[wasm_bindgen(unchecked_param_type = "string")] key: &JsValue,
     ) -> Result<Ts<RateLimiterStatus>, JsValue> {
-        self.encode_key(key)?;
+        encode_key(key, "key", &mut self.key).map_err(to_js_error)?;
         let status = self.engine.status(&self.key, Instant::from_millis(now_ms));
-        Ok(status_object(status))
+        Ok(Ts::new_unchecked(status_object(&status).into()))
     }
 
-    /// Forgets the bucket of `key`: it is full at its next access.
+    /// Forgets the bucket of `key` and its policy: it is full at its next access.
     pub fn reset(
         &mut self,
         #[wasm_bindgen(unchecked_param_type = "string")] key: &JsValue,
     ) -> Result<(), JsValue> {
-        self.encode_key(key)?;
+        encode_key(key, "key", &mut self.key).map_err(to_js_error)?;
         self.engine.reset(&self.key);
         Ok(())
     }
 
-    /// The options in force, all fields filled in.
+    /// Applies `policy` to the key, consumes `cost` and reports, in one call.
+    pub fn limit(
+        &mut self,
+        now_ms: f64,
+        #[wasm_bindgen(unchecked_param_type = "string")] key: &JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] cost: &JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "RateLimiterOptions")] policy: &JsValue,
+    ) -> Result<Ts<RateLimitDecision>, JsValue> {
+        let cost = read_cost(cost, "cost").map_err(to_js_error)?;
+        encode_key(key, "key", &mut self.key).map_err(to_js_error)?;
+        let policy = read_policy(policy, "policy").map_err(to_js_error)?;
+        let now = Instant::from_millis(now_ms);
+        let decision = self
+            .engine
+            .limit(&self.key, cost, policy, now)
+            .map_err(|e| to_js_error(e.within("policy")))?;
+        Ok(Ts::new_unchecked(decision_object(&decision).into()))
+    }
+
+    /// `limit` over several keys, all or nothing.
+    #[wasm_bindgen(js_name = limitAll)]
+    pub fn limit_all(
+        &mut self,
+        now_ms: f64,
+        #[wasm_bindgen(unchecked_param_type = "RateLimitRequest[]")] requests: &JsValue,
+    ) -> Result<Ts<RateLimitAllDecision>, JsValue> {
+        let requests = read_requests(requests).map_err(to_js_error)?;
+        let borrowed: Vec<Request<'_>> = requests
+            .iter()
+            .map(|(key, cost, policy)| Request {
+                key,
+                cost: *cost,
+                policy: *policy,
+            })
+            .collect();
+        let now = Instant::from_millis(now_ms);
+        let decision = self.engine.limit_all(&borrowed, now).map_err(to_js_error)?;
+        Ok(Ts::new_unchecked(all_decision_object(&decision).into()))
+    }
+
+    /// The instance options, all fields filled in.
     #[wasm_bindgen(getter)]
     pub fn options(&self) -> Ts<RateLimiterOptions> {
         let options = self.engine.options();
-        plain_object(&[
-            ("max_tokens", options.max_tokens() as f64),
-            ("refill_every_seconds", options.refill_every_seconds()),
-        ])
+        let object = Object::new();
+        set(
+            &object,
+            "max_tokens",
+            JsValue::from_f64(options.max_tokens() as f64),
+        );
+        let every = JsValue::from_f64(options.refill_every_seconds());
+        set(&object, "refill_every_seconds", every);
+        Ts::new_unchecked(object.into())
     }
 
     /// Buckets held in memory: only keys that were not full when last seen.
     #[wasm_bindgen(getter, js_name = storedBuckets)]
     pub fn stored_buckets(&self) -> usize {
         self.engine.stored_buckets()
-    }
-
-    /// Encodes a JS string into `self.key` so that distinct strings give distinct bytes:
-    /// well-formed strings as UTF-8; strings with lone surrogates (which UTF-8 cannot hold)
-    /// as 0xFF, a byte UTF-8 never contains, followed by their UTF-16 code units.
-    fn encode_key(&mut self, key: &JsValue) -> Result<(), JsValue> {
-        let Some(text) = key.dyn_ref::<JsString>() else {
-            return Err(to_js_error(Error::WrongType {
-                field: "key",
-                expected: "a string",
-                got: describe(key),
-            }));
-        };
-        self.key.clear();
-        if text.unchecked_ref::<Text>().is_well_formed() {
-            self.key.extend_from_slice(String::from(text).as_bytes());
-        } else {
-            self.key.push(0xFF);
-            for unit in text.iter() {
-                self.key.extend_from_slice(&unit.to_le_bytes());
-            }
-        }
-        Ok(())
     }
 }
 
@@ -173,54 +248,160 @@ fn to_js_error(error: Error) -> JsValue {
     }
 }
 
+/// Encodes a JS string into `out` so that distinct strings give distinct bytes:
+/// well-formed strings as UTF-8; strings with lone surrogates (which UTF-8 cannot hold)
+/// as 0xFF, a byte UTF-8 never contains, followed by their UTF-16 code units.
+fn encode_key(key: &JsValue, field: &str, out: &mut Vec<u8>) -> Result<(), Error> {
+    let Some(text) = key.dyn_ref::<JsString>() else {
+        return Err(Error::WrongType {
+            field: field.into(),
+            expected: "a string",
+            got: describe(key),
+        });
+    };
+    out.clear();
+    if text.unchecked_ref::<Text>().is_well_formed() {
+        out.extend_from_slice(String::from(text).as_bytes());
+    } else {
+        out.push(0xFF);
+        for unit in text.iter() {
+            out.extend_from_slice(&unit.to_le_bytes());
+        }
+    }
+    Ok(())
+}
+
 /// `undefined` means the default cost, 1.
-fn read_cost(cost: &JsValue) -> Result<Cost, Error> {
+fn read_cost(cost: &JsValue, field: &str) -> Result<Cost, Error> {
     if cost.is_undefined() {
         return Ok(Cost::ONE);
     }
-    read_number("cost", cost).and_then(Cost::new)
+    read_number(cost, field).and_then(|c| Cost::new(c).map_err(|e| rename(e, field)))
 }
 
-fn read_number(field: &'static str, value: &JsValue) -> Result<f64, Error> {
+/// Puts the caller's name for the cost (e.g. `requests[1].cost`) into an engine error.
+fn rename(error: Error, field: &str) -> Error {
+    match error {
+        Error::OutOfRange { expected, got, .. } => Error::OutOfRange {
+            field: field.into(),
+            expected,
+            got,
+        },
+        other => other,
+    }
+}
+
+fn read_number(value: &JsValue, field: &str) -> Result<f64, Error> {
     value.as_f64().ok_or_else(|| Error::WrongType {
-        field,
+        field: field.into(),
         expected: "a number",
         got: describe(value),
     })
 }
 
-/// Reads an options object into a patch, rejecting unknown fields and non-numbers.
-fn read_options(options: &JsValue) -> Result<OptionsPatch, Error> {
-    if !options.is_object() || Array::is_array(options) {
+/// Checks that `value` is a plain object whose own fields are all in `known`.
+fn read_object<'v>(
+    value: &'v JsValue,
+    name: &str,
+    known: &[&str],
+    known_text: &'static str,
+) -> Result<&'v Object, Error> {
+    if !value.is_object() || Array::is_array(value) {
         return Err(Error::WrongType {
-            field: "options",
+            field: name.into(),
             expected: "an object",
-            got: describe(options),
+            got: describe(value),
         });
     }
-    let object: &Object = options.unchecked_ref();
-    for name in Object::keys(object) {
-        let name = name.as_string().unwrap_or_default();
-        if name != "max_tokens" && name != "refill_every_seconds" {
-            return Err(Error::UnknownField { name });
+    let object: &Object = value.unchecked_ref();
+    for field in Object::keys(object) {
+        let field = field.as_string().unwrap_or_default();
+        if !known.contains(&field.as_str()) {
+            return Err(Error::UnknownField {
+                object: name.into(),
+                name: field,
+                known: known_text,
+            });
         }
     }
-    let field = |name: &'static str| -> Result<Option<f64>, Error> {
-        let value =
-            Reflect::get(object, &JsValue::from_str(name)).map_err(|_| Error::WrongType {
-                field: name,
-                expected: "a readable number",
-                got: "a property that throws when read".into(),
-            })?;
-        if value.is_undefined() {
-            return Ok(None);
-        }
-        read_number(name, &value).map(Some)
+    Ok(object)
+}
+
+/// Reads one field, named `path` in messages; absent or `undefined` is `None`.
+fn read_field(object: &Object, name: &str, path: &str) -> Result<Option<JsValue>, Error> {
+    let value = Reflect::get(object, &JsValue::from_str(name)).map_err(|_| Error::WrongType {
+        field: path.into(),
+        expected: "a readable value",
+        got: "a property that throws when read".into(),
+    })?;
+    Ok((!value.is_undefined()).then_some(value))
+}
+
+/// Reads an options object into a patch. `name` names the object in messages; its fields
+/// are named plainly (`max_tokens`) for setOptions, or after it (`policy.max_tokens`) when
+/// `nested`. Range checks are the engine's.
+fn read_options(options: &JsValue, name: &str, nested: bool) -> Result<OptionsPatch, Error> {
+    const FIELDS: [&str; 2] = ["max_tokens", "refill_every_seconds"];
+    let object = read_object(
+        options,
+        name,
+        &FIELDS,
+        "max_tokens and refill_every_seconds",
+    )?;
+    let number = |field: &str| -> Result<Option<f64>, Error> {
+        let path = if nested {
+            format!("{name}.{field}")
+        } else {
+            field.to_string()
+        };
+        read_field(object, field, &path)?
+            .map(|v| read_number(&v, &path))
+            .transpose()
     };
     Ok(OptionsPatch {
-        max_tokens: field("max_tokens")?,
-        refill_every_seconds: field("refill_every_seconds")?,
+        max_tokens: number(FIELDS[0])?,
+        refill_every_seconds: number(FIELDS[1])?,
     })
+}
+
+/// A `limit()` policy named `name`; `undefined` means none.
+fn read_policy(policy: &JsValue, name: &str) -> Result<Option<OptionsPatch>, Error> {
+    if policy.is_undefined() {
+        return Ok(None);
+    }
+    read_options(policy, name, true).map(Some)
+}
+
+type OwnedRequest = (Vec<u8>, Cost, Option<OptionsPatch>);
+
+fn read_requests(requests: &JsValue) -> Result<Vec<OwnedRequest>, Error> {
+    const FIELDS: [&str; 3] = ["key", "cost", "policy"];
+    let Some(list) = requests.dyn_ref::<Array>() else {
+        return Err(Error::WrongType {
+            field: "requests".into(),
+            expected: "an array",
+            got: describe(requests),
+        });
+    };
+    let mut out = Vec::with_capacity(list.length() as usize);
+    for (i, request) in list.iter().enumerate() {
+        let path = format!("requests[{i}]");
+        let object = read_object(&request, &path, &FIELDS, "key, cost and policy")?;
+        let field = |name: &str| -> Result<(JsValue, String), Error> {
+            let field_path = format!("{path}.{name}");
+            let value = read_field(object, name, &field_path)?.unwrap_or(JsValue::UNDEFINED);
+            Ok((value, field_path))
+        };
+        let mut key = Vec::new();
+        let (value, key_path) = field("key")?;
+        encode_key(&value, &key_path, &mut key)?;
+        let (value, cost_path) = field("cost")?;
+        let cost = read_cost(&value, &cost_path)?;
+        let (value, policy_path) = field("policy")?;
+        let policy = read_policy(&value, &policy_path)?;
+        out.push((key, cost, policy));
+    }
+    Ok(out)
 }
 
 /// A short description of a value for error messages, e.g. `string "10"` or `null`.
@@ -255,20 +436,49 @@ fn describe(value: &JsValue) -> String {
     }
 }
 
-fn status_object(status: Status) -> Ts<RateLimiterStatus> {
-    plain_object(&[
-        ("remaining", status.remaining),
-        ("limit", status.limit),
-        ("reset_in_ms", status.reset_in_ms),
-    ])
+fn status_object(status: &Status) -> Object {
+    let object = Object::new();
+    set_status(&object, status);
+    object
 }
 
-/// A plain object of number fields, typed as the tsify interface `T` it matches.
-fn plain_object<T: Tsify>(fields: &[(&str, f64)]) -> Ts<T> {
+fn set_status(object: &Object, status: &Status) {
+    set(object, "remaining", JsValue::from_f64(status.remaining));
+    set(object, "limit", JsValue::from_f64(status.limit));
+    set(object, "reset_in_ms", JsValue::from_f64(status.reset_in_ms));
+}
+
+fn decision_object(decision: &Decision) -> Object {
     let object = Object::new();
-    for &(name, value) in fields {
-        // Defining a property on a fresh plain object cannot fail.
-        let _ = Reflect::set(&object, &JsValue::from_str(name), &JsValue::from_f64(value));
-    }
-    Ts::new_unchecked(object.into())
+    set(&object, "allowed", JsValue::from_bool(decision.allowed));
+    set_status(&object, &decision.status);
+    set(
+        &object,
+        "retry_after_ms",
+        optional_number(decision.retry_after_ms),
+    );
+    set(&object, "window_ms", JsValue::from_f64(decision.window_ms));
+    object
+}
+
+fn all_decision_object(decision: &AllDecision) -> Object {
+    let object = Object::new();
+    set(&object, "allowed", JsValue::from_bool(decision.allowed));
+    set(
+        &object,
+        "retry_after_ms",
+        optional_number(decision.retry_after_ms),
+    );
+    let results: Array = decision.results.iter().map(decision_object).collect();
+    set(&object, "results", results.into());
+    object
+}
+
+fn optional_number(value: Option<f64>) -> JsValue {
+    value.map_or(JsValue::NULL, JsValue::from_f64)
+}
+
+fn set(object: &Object, name: &str, value: JsValue) {
+    // Defining a property on a fresh plain object cannot fail.
+    let _ = Reflect::set(object, &JsValue::from_str(name), &value);
 }

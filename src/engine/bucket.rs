@@ -84,3 +84,25 @@ pub fn status(current: Option<Bucket>, options: &Options, now: Instant) -> Statu
         }
     }
 }
+
+/// Nanoseconds from `now` until a bucket already refilled to `now` holds `cost`, if nothing
+/// else consumes: 0 when it holds it already, `None` when no wait can help (cost above
+/// capacity). The `n`-th refill after `last_refill` comes exactly `n` intervals after it.
+pub fn wait_for(
+    current: Option<Bucket>,
+    cost: Cost,
+    options: &Options,
+    now: Instant,
+) -> Option<u128> {
+    if cost.units() > options.capacity_units() {
+        return None;
+    }
+    let Some(bucket) = current.filter(|b| b.units < cost.units()) else {
+        return Some(0);
+    };
+    let refills = (cost.units() - bucket.units).div_ceil(UNITS_PER_TOKEN);
+    let ready = bucket
+        .last_refill
+        .saturating_add(refills.saturating_mul(options.interval_nanos()));
+    Some(ready.saturating_since(now))
+}

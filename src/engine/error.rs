@@ -8,24 +8,42 @@ use std::fmt;
 pub enum Error {
     /// The value has the wrong type, e.g. a string where a number belongs.
     WrongType {
-        field: &'static str,
+        field: String,
         expected: &'static str,
         got: String,
     },
     /// A number of the right type but outside the allowed range (NaN, infinite, negative…).
     OutOfRange {
-        field: &'static str,
+        field: String,
         expected: &'static str,
         got: f64,
     },
-    /// An options object carried a field this package does not know (a typo, usually).
-    UnknownField { name: String },
+    /// An object carried a field this package does not know (a typo, usually).
+    UnknownField {
+        object: String,
+        name: String,
+        known: &'static str,
+    },
+    /// Two requests of one `limitAll` call name the same key.
+    DuplicateKey { field: String, first: String },
 }
 
 impl Error {
     /// `true` for errors that JavaScript reports as `TypeError`, `false` for `RangeError`.
     pub fn is_type_error(&self) -> bool {
         !matches!(self, Error::OutOfRange { .. })
+    }
+
+    /// The same error about a field nested in `path` (e.g. `requests[2].policy`).
+    pub fn within(mut self, path: &str) -> Error {
+        let nest = |name: &mut String| *name = format!("{path}.{name}");
+        match &mut self {
+            Error::WrongType { field, .. }
+            | Error::OutOfRange { field, .. }
+            | Error::DuplicateKey { field, .. } => nest(field),
+            Error::UnknownField { object, .. } => *object = path.to_string(),
+        }
+        self
     }
 }
 
@@ -42,9 +60,14 @@ impl fmt::Display for Error {
                 expected,
                 got,
             } => write!(f, "{field} must be {expected}, got {}", JsNumber(*got)),
-            Error::UnknownField { name } => write!(
+            Error::UnknownField {
+                object,
+                name,
+                known,
+            } => write!(f, "{object} has no field {name:?} (the fields are {known})"),
+            Error::DuplicateKey { field, first } => write!(
                 f,
-                "options has no field {name:?} (the fields are max_tokens and refill_every_seconds)"
+                "{field} repeats the key of {first}: give each key once, with the costs added up"
             ),
         }
     }
@@ -101,16 +124,32 @@ mod tests {
     #[test]
     fn messages_name_the_field_and_the_value() {
         let e = Error::OutOfRange {
-            field: "cost",
+            field: "cost".into(),
             expected: "a finite number >= 0",
             got: f64::NAN,
         };
         assert_eq!(e.to_string(), "cost must be a finite number >= 0, got NaN");
         assert!(!e.is_type_error());
         let e = Error::UnknownField {
+            object: "options".into(),
             name: "max_token".into(),
+            known: "max_tokens and refill_every_seconds",
         };
-        assert!(e.to_string().contains("\"max_token\""));
+        assert!(e
+            .to_string()
+            .starts_with("options has no field \"max_token\""));
         assert!(e.is_type_error());
+        let e = e.within("requests[2].policy");
+        assert!(e.to_string().starts_with("requests[2].policy has no field"));
+        let e = Error::OutOfRange {
+            field: "max_tokens".into(),
+            expected: "a whole number",
+            got: 1.5,
+        }
+        .within("policy");
+        assert_eq!(
+            e.to_string(),
+            "policy.max_tokens must be a whole number, got 1.5"
+        );
     }
 }

@@ -10,7 +10,7 @@ mod time;
 
 pub use bucket::Status;
 pub use error::{Error, JsNumber};
-pub use limiter::Limiter;
+pub use limiter::{AllDecision, Decision, Limiter, Request};
 pub use options::{
     Cost, Options, OptionsPatch, DEFAULT_MAX_TOKENS, DEFAULT_REFILL_EVERY_SECONDS,
     MAX_SAFE_INTEGER, UNITS_PER_TOKEN,

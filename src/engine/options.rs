@@ -42,14 +42,14 @@ impl Options {
         let max_ok = max_tokens.fract() == 0.0 && (1.0..=MAX_SAFE_INTEGER).contains(&max_tokens);
         if !max_ok {
             return Err(Error::OutOfRange {
-                field: "max_tokens",
+                field: "max_tokens".into(),
                 expected: "a whole number from 1 to 9007199254740991",
                 got: max_tokens,
             });
         }
         if !(refill_every_seconds.is_finite() && refill_every_seconds > 0.0) {
             return Err(Error::OutOfRange {
-                field: "refill_every_seconds",
+                field: "refill_every_seconds".into(),
                 expected: "a finite number > 0",
                 got: refill_every_seconds,
             });
@@ -103,7 +103,7 @@ impl Cost {
     pub fn new(cost: f64) -> Result<Cost, Error> {
         if !(cost.is_finite() && cost >= 0.0) {
             return Err(Error::OutOfRange {
-                field: "cost",
+                field: "cost".into(),
                 expected: "a finite number >= 0",
                 got: cost,
             });

@@ -23,6 +23,8 @@ pub const SWEEP_STEPS: usize = 3;
 struct Slot {
     key: Box<[u8]>,
     bucket: Bucket,
+    /// The key's own options (a `limit()` policy); `None` follows the instance options.
+    policy: Option<Options>,
 }
 
 pub struct Store {
@@ -55,16 +57,27 @@ impl Store {
             .copied()
     }
 
-    pub fn bucket(&self, position: usize) -> Bucket {
-        self.slots[position].bucket
+    pub fn get(&self, position: usize) -> (Bucket, Option<Options>) {
+        let slot = &self.slots[position];
+        (slot.bucket, slot.policy)
     }
 
-    pub fn set_bucket(&mut self, position: usize, bucket: Bucket) {
-        self.slots[position].bucket = bucket;
+    pub fn set(&mut self, position: usize, bucket: Bucket, policy: Option<Options>) {
+        let slot = &mut self.slots[position];
+        slot.bucket = bucket;
+        slot.policy = policy;
     }
 
-    /// Stores a bucket for a key that has none, then sweeps a little.
-    pub fn insert(&mut self, key: &[u8], bucket: Bucket, options: &Options, now: Instant) {
+    /// Stores a bucket for a key that has none, then sweeps a little. `options` are the
+    /// instance options, for the buckets that have no policy of their own.
+    pub fn insert(
+        &mut self,
+        key: &[u8],
+        bucket: Bucket,
+        policy: Option<Options>,
+        options: &Options,
+        now: Instant,
+    ) {
         let position = self.slots.len();
         let hash = self.hasher.hash_one(key);
         let (slots, hasher) = (&self.slots, &self.hasher);
@@ -73,6 +86,7 @@ impl Store {
         self.slots.push(Slot {
             key: key.into(),
             bucket,
+            policy,
         });
         self.sweep(options, now);
     }
@@ -93,11 +107,13 @@ impl Store {
         self.slots.swap_remove(position);
     }
 
-    /// Drops every bucket that is full at `now`; O(stored buckets).
+    /// Drops every bucket without a policy of its own that is full at `now` under `options`;
+    /// O(stored buckets).
     pub fn drop_full(&mut self, options: &Options, now: Instant) {
         let before = self.slots.len();
-        self.slots
-            .retain(|slot| refill(Some(slot.bucket), options, now).is_some());
+        self.slots.retain(|slot| {
+            slot.policy.is_some() || refill(Some(slot.bucket), options, now).is_some()
+        });
         if self.slots.len() == before {
             return;
         }
@@ -119,7 +135,8 @@ impl Store {
             let Some(slot) = self.slots.get(self.cursor) else {
                 return;
             };
-            if refill(Some(slot.bucket), options, now).is_none() {
+            let own = slot.policy.as_ref().unwrap_or(options);
+            if refill(Some(slot.bucket), own, now).is_none() {
                 // The last bucket moves here; the cursor stays to inspect it next.
                 self.remove(self.cursor);
             } else {

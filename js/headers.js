@@ -1,0 +1,91 @@
+// Response headers for a limit() or limitAll() decision. Plain JavaScript, no RPC.
+
+// Structured Field integers have at most 15 digits (RFC 9651).
+const SF_INTEGER_MAX = 999_999_999_999_999;
+
+/**
+ * Headers for `decision` (from `limit` or `limitAll`):
+ * - `RateLimit-Policy` and `RateLimit` of draft-ietf-httpapi-ratelimit-headers-11, one list
+ *   member per limit: `"name";q=<capacity>;w=<seconds to refill an empty bucket>` and
+ *   `"name";r=<whole tokens left>;t=<seconds until the next token>`;
+ * - `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` (seconds) of the limit
+ *   that binds: the denied one with the longest wait, else the one with the fewest tokens;
+ * - `Retry-After` (seconds) on a denied decision that waiting can satisfy.
+ * Times are rounded up and tokens down, so a client that follows them is never early.
+ */
+export function rateLimitHeaders(decision, options = {}) {
+  if (typeof decision !== 'object' || decision === null) {
+    throw new TypeError(`decision must be the result of limit() or limitAll(), got ${decision}`);
+  }
+  if (typeof options !== 'object' || options === null) {
+    throw new TypeError(`options must be an object, got ${options}`);
+  }
+  const limits = Array.isArray(decision.results) ? decision.results : [decision];
+  limits.forEach(checkDecision);
+  const names = policyNames(options.name, limits.length);
+
+  const headers = {
+    'RateLimit-Policy': limits
+      .map((d, i) => {
+        const window = typeof d.window_ms === 'number' ? `;w=${seconds(d.window_ms)}` : '';
+        return `${names[i]};q=${integer(d.limit)}${window}`;
+      })
+      .join(', '),
+    'RateLimit': limits
+      .map((d, i) => `${names[i]};r=${integer(Math.floor(d.remaining))};t=${seconds(d.reset_in_ms)}`)
+      .join(', '),
+  };
+  const binding = bindingLimit(limits, decision.allowed);
+  headers['X-RateLimit-Limit'] = String(integer(binding.limit));
+  headers['X-RateLimit-Remaining'] = String(integer(Math.floor(binding.remaining)));
+  headers['X-RateLimit-Reset'] = String(seconds(binding.reset_in_ms));
+  if (decision.allowed === false && typeof decision.retry_after_ms === 'number') {
+    headers['Retry-After'] = String(Math.max(1, seconds(decision.retry_after_ms)));
+  }
+  return headers;
+}
+
+function checkDecision(d, i) {
+  for (const field of ['remaining', 'limit', 'reset_in_ms']) {
+    if (typeof d?.[field] !== 'number' || !(d[field] >= 0)) {
+      throw new TypeError(`decision ${i === 0 ? '' : `result ${i} `}has no valid ${field}`);
+    }
+  }
+}
+
+/** The denied limit with the longest wait (`null` = forever), else the fullest-used one. */
+function bindingLimit(limits, allowed) {
+  const wait = (d) => (d.retry_after_ms === null ? Infinity : d.retry_after_ms ?? 0);
+  const denied = allowed === false ? limits.filter((d) => wait(d) !== 0) : [];
+  if (denied.length > 0) return denied.reduce((a, b) => (wait(b) > wait(a) ? b : a));
+  return limits.reduce((a, b) => {
+    const left = Math.floor(b.remaining) - Math.floor(a.remaining);
+    return left < 0 || (left === 0 && b.reset_in_ms > a.reset_in_ms) ? b : a;
+  });
+}
+
+/** Quoted Structured Field strings: one name, numbered for several limits, or one each. */
+function policyNames(name = 'default', count) {
+  const names = Array.isArray(name)
+    ? name
+    : count === 1
+      ? [name]
+      : Array.from({ length: count }, (_, i) => `${name}-${i + 1}`);
+  if (names.length !== count) {
+    throw new TypeError(`options.name has ${names.length} names for ${count} limits`);
+  }
+  return names.map((n) => {
+    if (typeof n !== 'string' || !/^[\x20-\x7e]*$/.test(n)) {
+      throw new TypeError(`options.name must be printable ASCII text, got ${JSON.stringify(n)}`);
+    }
+    return `"${n.replace(/[\\"]/g, '\\$&')}"`;
+  });
+}
+
+function seconds(ms) {
+  return integer(Math.ceil(ms / 1000));
+}
+
+function integer(n) {
+  return Math.min(n, SF_INTEGER_MAX);
+}
