@@ -7,6 +7,7 @@ use super::store::Store;
 use super::time::{ceil_millis, Instant};
 
 /// A token-bucket rate limiter over byte-string keys. Time is an argument of every call.
+#[derive(Clone)]
 pub struct Limiter {
     options: Options,
     store: Store,
@@ -43,8 +44,8 @@ pub struct AllDecision {
     pub results: Vec<Decision>,
 }
 
-/// A key's bucket as it stands at `now` under the options a call uses. Views are never
-/// written back: refilling is lazy, so only a successful call changes the store.
+/// A key's bucket as it stands at `now` under the options a call uses. Only a successful
+/// call stores it; a denied one leaves the bucket as its own options see it.
 struct View {
     current: Option<Bucket>,
     options: Options,
@@ -80,8 +81,8 @@ impl Limiter {
         Ok(())
     }
 
-    /// Whether `consume(key, cost, now)` would succeed; changes nothing.
-    pub fn check(&self, key: &[u8], cost: Cost, now: Instant) -> bool {
+    /// Whether `consume(key, cost, now)` would succeed; consumes nothing.
+    pub fn check(&mut self, key: &[u8], cost: Cost, now: Instant) -> bool {
         let view = self.view(key, None, now);
         take(view.current, cost, &view.options, now).is_ok()
     }
@@ -98,7 +99,7 @@ impl Limiter {
         }
     }
 
-    pub fn status(&self, key: &[u8], now: Instant) -> Status {
+    pub fn status(&mut self, key: &[u8], now: Instant) -> Status {
         let view = self.view(key, None, now);
         bucket::status(view.current, &view.options, now)
     }
@@ -192,20 +193,27 @@ impl Limiter {
         policy.map(|p| self.options.patched(p)).transpose()
     }
 
-    fn view(&self, key: &[u8], policy: Option<Options>, now: Instant) -> View {
-        // A bucket full under its own options is forgotten with its policy (the sweep may
-        // already have dropped it); what is left is the bucket and policy still in force.
-        let live = self
-            .store
-            .position(key)
-            .map(|at| self.store.get(at))
-            .filter(|(bucket, own)| {
-                refill(Some(*bucket), own.as_ref().unwrap_or(&self.options), now).is_some()
-            });
-        let remembered = live.and_then(|(_, own)| own);
+    /// Brings the stored bucket of `key` up to `now` under the options it had (writing the
+    /// refill back, and forgetting a bucket that became full together with its policy),
+    /// then sees it under `policy` if the call gives one: tokens clamp to the new capacity
+    /// and progress since the last refill counts in the new interval.
+    fn view(&mut self, key: &[u8], policy: Option<Options>, now: Instant) -> View {
+        let mut remembered = None;
+        let mut current = None;
+        if let Some(at) = self.store.position(key) {
+            let (bucket, own) = self.store.get(at);
+            match refill(Some(bucket), own.as_ref().unwrap_or(&self.options), now) {
+                Some(refilled) => {
+                    self.store.set(at, refilled, own);
+                    remembered = own;
+                    current = Some(refilled);
+                }
+                None => self.store.remove(at),
+            }
+        }
         let options = policy.or(remembered).unwrap_or(self.options);
         View {
-            current: live.and_then(|(bucket, _)| refill(Some(bucket), &options, now)),
+            current: refill(current, &options, now),
             options,
             policy: policy.or(remembered),
         }

@@ -20,6 +20,7 @@ use super::time::Instant;
 /// Buckets inspected by the sweep per insertion.
 pub const SWEEP_STEPS: usize = 3;
 
+#[derive(Clone)]
 struct Slot {
     key: Box<[u8]>,
     bucket: Bucket,
@@ -27,6 +28,7 @@ struct Slot {
     policy: Option<Options>,
 }
 
+#[derive(Clone)]
 pub struct Store {
     slots: Vec<Slot>,
     /// Positions in `slots`, hashed by their key.
