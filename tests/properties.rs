@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use proptest::prelude::*;
-use rate_limiter::engine::{Cost, Instant, Limiter, OptionsPatch, UNITS_PER_TOKEN};
+use rate_limiter::engine::{Cost, Instant, Limiter, OptionsPatch, Request, UNITS_PER_TOKEN};
 
 const NANOS_PER_MS: u128 = 1_000_000;
 
@@ -282,5 +282,97 @@ proptest! {
         // A bucket refills to full 1 s after its only use: at most 1000/step_ms + 1 are live.
         let live = 1000 / step_ms as usize + 1;
         prop_assert!(peak <= 2 * live, "peak {} with {} live", peak, live);
+    }
+
+    /// `limit` agrees with `check` + `consume` + `getStatus` on a twin limiter, and its
+    /// retry time is exact: the same call fails 1 ms earlier and succeeds right then.
+    #[test]
+    fn limit_agrees_with_check_consume_and_status(
+        ops in proptest::collection::vec(op(3, true), 1..150),
+    ) {
+        let mut one_call = Limiter::new(5);
+        let mut three_calls = Limiter::new(6);
+        let mut now = START_MS;
+        for op in ops {
+            let at = Instant::from_millis(now as f64);
+            match op {
+                Op::Consume { key, cost } | Op::Check { key, cost } => {
+                    let c = Cost::new(cost).unwrap();
+                    let k = key_bytes(key);
+                    let d = one_call.limit(&k, c, None, at).unwrap();
+                    let would = three_calls.check(&k, c, at);
+                    prop_assert_eq!(d.allowed, would);
+                    prop_assert_eq!(three_calls.consume(&k, c, at), would);
+                    prop_assert_eq!(d.status, three_calls.status(&k, at));
+                    match d.retry_after_ms {
+                        Some(ms) if !d.allowed => {
+                            let earlier = Instant::from_millis(now as f64 + ms - 1.0);
+                            let ready = Instant::from_millis(now as f64 + ms);
+                            prop_assert!(!one_call.clone().check(&k, c, earlier));
+                            prop_assert!(one_call.clone().check(&k, c, ready));
+                        }
+                        Some(ms) => prop_assert_eq!(ms, 0.0),
+                        None => prop_assert!(c.units() > u128::from(one_call.options().max_tokens()) * UNITS_PER_TOKEN),
+                    }
+                }
+                Op::Status { key } => {
+                    let k = key_bytes(key);
+                    prop_assert_eq!(one_call.status(&k, at), three_calls.status(&k, at));
+                }
+                Op::Reset { key } => {
+                    one_call.reset(&key_bytes(key));
+                    three_calls.reset(&key_bytes(key));
+                }
+                Op::SetOptions { max_tokens, refill_every_seconds } => {
+                    let patch = OptionsPatch { max_tokens, refill_every_seconds };
+                    one_call.set_options(patch, at).unwrap();
+                    three_calls.set_options(patch, at).unwrap();
+                }
+                Op::Advance { ms } => now += ms as u128,
+            }
+        }
+    }
+
+    /// `limit_all` is all or nothing: either every member consumed exactly as a lone
+    /// `limit` would have, or no bucket changed at all.
+    #[test]
+    fn limit_all_consumes_everywhere_or_nowhere(
+        ops in proptest::collection::vec(op(4, false), 1..60),
+        members in proptest::collection::vec((cost(), proptest::option::of((1u32..=12, prop_oneof![Just(0.25), Just(1.0), Just(10.0)]))), 1..4),
+    ) {
+        let mut engine = Limiter::new(8);
+        let mut now = START_MS;
+        for op in ops {
+            let at = Instant::from_millis(now as f64);
+            match op {
+                Op::Consume { key, cost } => { engine.consume(&key_bytes(key), Cost::new(cost).unwrap(), at); }
+                Op::Advance { ms } => now += ms as u128,
+                _ => {}
+            }
+            let keys: Vec<Vec<u8>> = (0..members.len()).map(key_bytes).collect();
+            let requests: Vec<Request<'_>> = members.iter().zip(&keys).map(|((c, p), key)| Request {
+                key,
+                cost: Cost::new(*c).unwrap(),
+                policy: p.map(|(m, s)| OptionsPatch { max_tokens: Some(m.into()), refill_every_seconds: Some(s) }),
+            }).collect();
+            let at = Instant::from_millis(now as f64);
+            let before = engine.clone();
+            let all = engine.limit_all(&requests, at).unwrap();
+            for (request, result) in requests.iter().zip(&all.results) {
+                let mut alone = before.clone();
+                let d = alone.limit(request.key, request.cost, request.policy, at).unwrap();
+                prop_assert_eq!(result.allowed, d.allowed);
+                if all.allowed {
+                    prop_assert_eq!(result, &d);
+                    prop_assert_eq!(engine.status(request.key, at), alone.status(request.key, at));
+                }
+            }
+            prop_assert_eq!(all.allowed, all.results.iter().all(|d| d.allowed));
+            if !all.allowed {
+                for key in &keys {
+                    prop_assert_eq!(engine.status(key, at), before.clone().status(key, at));
+                }
+            }
+        }
     }
 }

@@ -199,3 +199,56 @@ fn options_are_validated_all_or_nothing() {
     l.set_options(T0, options(Object::new().into())).unwrap();
     assert_eq!(status(&mut l, T0, &key("k")).1, 3.0);
 }
+
+#[wasm_bindgen_test]
+fn limit_returns_a_decision_with_a_null_retry_when_hopeless() {
+    let mut l = RateLimiter::new(1, 2);
+    let k = key("k");
+    let d = l
+        .limit(T0, &k, &num(11.0), &JsValue::UNDEFINED)
+        .unwrap()
+        .js_value();
+    let names: Vec<String> = Object::keys(d.unchecked_ref::<Object>())
+        .iter()
+        .filter_map(|n| n.as_string())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "allowed",
+            "remaining",
+            "limit",
+            "reset_in_ms",
+            "retry_after_ms",
+            "window_ms"
+        ]
+    );
+    assert_eq!(Reflect::get(&d, &key("allowed")).unwrap(), JsValue::FALSE);
+    assert!(Reflect::get(&d, &key("retry_after_ms")).unwrap().is_null());
+    let policy = object(&[("max_tokens", num(0.0))]);
+    let e = l.limit(T0, &k, &num(1.0), &policy).unwrap_err();
+    assert!(e.is_instance_of::<RangeError>());
+    assert!(message(&e).starts_with("policy.max_tokens must be a whole number"));
+}
+
+#[wasm_bindgen_test]
+fn limit_all_reads_plain_request_objects() {
+    let mut l = RateLimiter::new(1, 2);
+    let requests = js_sys::Array::of2(
+        &object(&[("key", key("a")), ("cost", num(2.0))]),
+        &object(&[
+            ("key", key("b")),
+            ("policy", object(&[("max_tokens", num(3.0))])),
+        ]),
+    );
+    let all = l.limit_all(T0, &requests).unwrap().js_value();
+    assert_eq!(Reflect::get(&all, &key("allowed")).unwrap(), JsValue::TRUE);
+    assert_eq!(status(&mut l, T0, &key("a")).0, 8.0);
+    assert_eq!(status(&mut l, T0, &key("b")), (2.0, 3.0, 10_000.0));
+    let duplicate =
+        js_sys::Array::of2(&object(&[("key", key("a"))]), &object(&[("key", key("a"))]));
+    let e = l.limit_all(T0, &duplicate).unwrap_err();
+    assert!(e.is_instance_of::<TypeError>());
+    assert!(message(&e).starts_with("requests[1].key repeats the key of requests[0].key"));
+    assert_eq!(status(&mut l, T0, &key("a")).0, 8.0);
+}
