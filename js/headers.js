@@ -23,6 +23,7 @@ export function rateLimitHeaders(decision, options = {}) {
   const limits = Array.isArray(decision.results) ? decision.results : [decision];
   limits.forEach(checkDecision);
   const names = policyNames(options.name, limits.length);
+  if (limits.length === 0) return {}; // limitAll([]): no limit, nothing to report
 
   const headers = {
     'RateLimit-Policy': limits

@@ -89,18 +89,32 @@ fn a_policy_is_remembered_by_its_key_until_reset() {
 }
 
 #[test]
-fn a_denied_limit_changes_nothing_not_even_the_policy() {
+fn a_denied_limit_consumes_nothing_but_applies_its_policy() {
     let mut l = Limiter::new(1);
     assert!(l.limit(b"k", cost(8.0), None, at_ms(0.0)).unwrap().allowed);
-    let before = l.status(b"k", at_ms(0.0));
     let d = l
         .limit(b"k", cost(5.0), policy(4.0, 1.0), at_ms(0.0))
         .unwrap();
     assert!(!d.allowed);
-    // Reported under the policy the call asked for…
     assert_eq!((d.status.remaining, d.status.limit), (2.0, 4.0));
-    // …but the bucket keeps its own options.
-    assert_eq!(l.status(b"k", at_ms(0.0)), before);
+    assert_eq!(l.status(b"k", at_ms(0.0)), d.status);
+}
+
+#[test]
+fn the_wait_after_a_policy_change_is_exact() {
+    // Drained under 10 tokens per 10 s, then asked for 5 under one token every 3 s.
+    let mut l = Limiter::new(1);
+    assert!(l.limit(b"k", cost(10.0), None, at_ms(0.0)).unwrap().allowed);
+    let faster = policy(10.0, 3.0);
+    let d = l.limit(b"k", cost(5.0), faster, at_ms(9000.0)).unwrap();
+    assert!(!d.allowed);
+    let wait = d.retry_after_ms.unwrap();
+    assert!(!l.clone().check(b"k", cost(5.0), at_ms(9000.0 + wait - 1.0)));
+    assert!(
+        l.limit(b"k", cost(5.0), faster, at_ms(9000.0 + wait))
+            .unwrap()
+            .allowed
+    );
 }
 
 #[test]
@@ -208,6 +222,7 @@ fn a_denied_member_leaves_every_other_bucket_untouched() {
     let hour_before = l.status(b"hour", at_ms(50.0));
     let second_before = l.status(b"second", at_ms(50.0));
     let all = l.limit_all(&members, at_ms(50.0)).unwrap();
+    // The same policies as before: nothing about these buckets changes.
     assert!(!all.allowed);
     assert!(!all.results[0].allowed && all.results[1].allowed);
     assert_eq!(all.results[1].retry_after_ms, Some(0.0));

@@ -334,7 +334,7 @@ proptest! {
     }
 
     /// `limit_all` is all or nothing: either every member consumed exactly as a lone
-    /// `limit` would have, or no bucket changed at all.
+    /// `limit` would have, or no bucket lost a token (each only took its policy).
     #[test]
     fn limit_all_consumes_everywhere_or_nowhere(
         ops in proptest::collection::vec(op(4, false), 1..60),
@@ -369,9 +369,40 @@ proptest! {
             }
             prop_assert_eq!(all.allowed, all.results.iter().all(|d| d.allowed));
             if !all.allowed {
-                for key in &keys {
-                    prop_assert_eq!(engine.status(key, at), before.clone().status(key, at));
+                // Nothing consumed: each bucket is as it was, with its policy applied.
+                for request in &requests {
+                    let mut expected = before.clone();
+                    expected.limit(request.key, Cost::ZERO, request.policy, at).unwrap();
+                    prop_assert_eq!(engine.status(request.key, at), expected.status(request.key, at));
                 }
+            }
+        }
+    }
+
+    /// Waiting exactly `retry_after_ms` makes the same `limit` call succeed and 1 ms less
+    /// does not, also when calls bring changing policies.
+    #[test]
+    fn retry_times_are_exact_when_policies_change(
+        calls in proptest::collection::vec((
+            0usize..2,
+            cost(),
+            proptest::option::of((1u32..=12, prop_oneof![Just(0.25), Just(1.0), Just(3.0), Just(10.0)])),
+            0u32..20_000,
+        ), 1..80),
+    ) {
+        let mut engine = Limiter::new(11);
+        let mut now = START_MS as f64;
+        for (key, c, policy, advance) in calls {
+            now += f64::from(advance);
+            let k = key_bytes(key);
+            let c = Cost::new(c).unwrap();
+            let p = policy.map(|(m, s)| OptionsPatch { max_tokens: Some(m.into()), refill_every_seconds: Some(s) });
+            let d = engine.limit(&k, c, p, Instant::from_millis(now)).unwrap();
+            if let (false, Some(ms)) = (d.allowed, d.retry_after_ms) {
+                let early = engine.clone().limit(&k, c, p, Instant::from_millis(now + ms - 1.0)).unwrap();
+                prop_assert!(!early.allowed, "allowed 1 ms before the {} ms it reported", ms);
+                let ready = engine.clone().limit(&k, c, p, Instant::from_millis(now + ms)).unwrap();
+                prop_assert!(ready.allowed, "still denied after the {} ms it reported", ms);
             }
         }
     }

@@ -1,7 +1,7 @@
 // Example Worker: a per-IP rate limiter, following the package Quickstart.
-// One Durable Object per client IP; each holds that client's `api` bucket
-// (default options: 10 tokens, one refilled every 10 s).
-import type { RateLimiterServer } from '@delightstack/rate-limiter';
+// One Durable Object per client IP; each holds that client's `api` bucket, and one
+// `limit()` call per request decides, consumes and reports.
+import { rateLimitHeaders, type RateLimiterServer } from '@delightstack/rate-limiter';
 
 // The Durable Object class must be exported from the Worker entry.
 export { RateLimiterServer } from '@delightstack/rate-limiter';
@@ -9,6 +9,9 @@ export { RateLimiterServer } from '@delightstack/rate-limiter';
 export interface Env {
   LIMITER: DurableObjectNamespace<RateLimiterServer>;
 }
+
+// 10 tokens, one refilled every 10 s (the Quickstart defaults, spelled out).
+const POLICY = { max_tokens: 10, refill_every_seconds: 10 };
 
 export default {
   async fetch(request: Request, env: Env): Promise<Response> {
@@ -18,20 +21,15 @@ export default {
     const ip = request.headers.get('CF-Connecting-IP') ?? '127.0.0.1';
 
     const stub = env.LIMITER.get(env.LIMITER.idFromName(ip));
-    const allowed = await stub.consume('api', 1);
-    const status = await stub.getStatus('api');
+    const decision = await stub.limit('api', 1, POLICY);
 
-    const headers = new Headers({
-      'X-RateLimit-Limit': String(status.limit),
-      'X-RateLimit-Remaining': String(Math.floor(status.remaining)),
-      // Seconds until the next token (0 when the bucket is full), rounded up: never early.
-      'X-RateLimit-Reset': String(Math.ceil(status.reset_in_ms / 1000)),
+    const body = decision.allowed
+      ? { ok: true, remaining: Math.floor(decision.remaining) }
+      : { error: 'Too Many Requests' };
+    return Response.json(body, {
+      status: decision.allowed ? 200 : 429,
+      // RateLimit-Policy, RateLimit, X-RateLimit-*, and Retry-After when denied.
+      headers: rateLimitHeaders(decision, { name: 'api' }),
     });
-
-    if (!allowed) {
-      headers.set('Retry-After', String(Math.max(1, Math.ceil(status.reset_in_ms / 1000))));
-      return Response.json({ error: 'Too Many Requests' }, { status: 429, headers });
-    }
-    return Response.json({ ok: true, remaining: Math.floor(status.remaining) }, { headers });
   },
 } satisfies ExportedHandler<Env>;

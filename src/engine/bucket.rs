@@ -106,3 +106,15 @@ pub fn wait_for(
         .saturating_add(refills.saturating_mul(options.interval_nanos()));
     Some(ready.saturating_since(now))
 }
+
+/// The moment a bucket already refilled to `now` is full again, if nothing consumes.
+pub fn full_at(current: Option<Bucket>, options: &Options, now: Instant) -> Instant {
+    let Some(bucket) = current else {
+        return now;
+    };
+    let missing = options.capacity_units().saturating_sub(bucket.units);
+    let refills = missing.div_ceil(UNITS_PER_TOKEN);
+    bucket
+        .last_refill
+        .saturating_add(refills.saturating_mul(options.interval_nanos()))
+}

@@ -1,6 +1,6 @@
 //! The keyed limiter: instance options plus one lazy bucket, and maybe a policy, per key.
 
-use super::bucket::{self, refill, take, wait_for, Bucket, Status};
+use super::bucket::{self, full_at, refill, take, wait_for, Bucket, Status};
 use super::error::Error;
 use super::options::{Cost, Options, OptionsPatch};
 use super::store::Store;
@@ -44,13 +44,15 @@ pub struct AllDecision {
     pub results: Vec<Decision>,
 }
 
-/// A key's bucket as it stands at `now` under the options a call uses. Only a successful
-/// call stores it; a denied one leaves the bucket as its own options see it.
+/// A key's bucket as it stands at `now` under the options a call uses.
 struct View {
     current: Option<Bucket>,
     options: Options,
-    /// The policy the key keeps if the call succeeds.
+    /// The policy the key keeps after the call.
     policy: Option<Options>,
+    /// The call brought no policy but the key had one: once its bucket is full again, the
+    /// key is forgotten and the same call meets the instance options.
+    remembered: bool,
 }
 
 impl Limiter {
@@ -111,9 +113,9 @@ impl Limiter {
         }
     }
 
-    /// Consumes like `consume` and reports the outcome. `policy` (missing fields taken from
-    /// the instance options) becomes the key's own options when the call succeeds; a denied
-    /// call changes nothing.
+    /// Applies `policy` to the key, consumes like `consume` and reports the outcome. The
+    /// policy (missing fields taken from the instance options) becomes the key's own options
+    /// whether or not the call consumes, so its reported wait is exact.
     pub fn limit(
         &mut self,
         key: &[u8],
@@ -123,17 +125,15 @@ impl Limiter {
     ) -> Result<Decision, Error> {
         let policy = self.resolve(policy)?;
         let view = self.view(key, policy, now);
-        Ok(match take(view.current, cost, &view.options, now) {
-            Ok(next) => {
-                self.commit(key, next, view.policy, now);
-                decision(true, next, cost, &view.options, now)
-            }
-            Err(()) => decision(false, view.current, cost, &view.options, now),
-        })
+        let outcome = take(view.current, cost, &view.options, now);
+        let state = outcome.unwrap_or(view.current);
+        self.commit(key, state, view.policy, now);
+        Ok(self.decision(outcome.is_ok(), state, cost, &view, now))
     }
 
     /// `limit` over several keys at once, all or nothing: every bucket consumes, or none
-    /// does. Keys must be distinct; every request is validated before anything changes.
+    /// does (each still takes its policy). Keys must be distinct; every request is
+    /// validated before anything changes.
     pub fn limit_all(
         &mut self,
         requests: &[Request<'_>],
@@ -160,19 +160,13 @@ impl Limiter {
         let allowed = outcomes.iter().all(Result::is_ok);
         let mut results = Vec::with_capacity(requests.len());
         for ((view, request), outcome) in views.iter().zip(requests).zip(outcomes) {
-            results.push(match outcome {
-                Ok(next) if allowed => {
-                    self.commit(request.key, next, view.policy, now);
-                    decision(true, next, request.cost, &view.options, now)
-                }
-                _ => decision(
-                    outcome.is_ok(),
-                    view.current,
-                    request.cost,
-                    &view.options,
-                    now,
-                ),
-            });
+            let state = match outcome {
+                Ok(next) if allowed => next,
+                _ => view.current,
+            };
+            self.commit(request.key, state, view.policy, now);
+            let room = outcome.is_ok();
+            results.push(self.decision(room, state, request.cost, view, now));
         }
         let retry_after_ms = results
             .iter()
@@ -216,10 +210,11 @@ impl Limiter {
             current: refill(current, &options, now),
             options,
             policy: policy.or(remembered),
+            remembered: policy.is_none() && remembered.is_some(),
         }
     }
 
-    /// Stores the state a successful call left: a full bucket is not stored at all.
+    /// Stores the state a call left: a full bucket is not stored at all (nor its policy).
     fn commit(&mut self, key: &[u8], next: Option<Bucket>, policy: Option<Options>, now: Instant) {
         match (self.store.position(key), next) {
             (Some(at), Some(bucket)) => self.store.set(at, bucket, policy),
@@ -228,25 +223,38 @@ impl Limiter {
             (None, None) => {}
         }
     }
-}
 
-fn decision(
-    allowed: bool,
-    state: Option<Bucket>,
-    cost: Cost,
-    options: &Options,
-    now: Instant,
-) -> Decision {
-    let retry_after_ms = if allowed {
-        Some(0.0)
-    } else {
-        wait_for(state, cost, options, now).map(ceil_millis)
-    };
-    let window = u128::from(options.max_tokens()).saturating_mul(options.interval_nanos());
-    Decision {
-        allowed,
-        status: bucket::status(state, options, now),
-        retry_after_ms,
-        window_ms: ceil_millis(window),
+    /// The report of a call that left `state`. When denied, the wait is exact for the same
+    /// call: under its options, unless the key only remembered its policy and refills to
+    /// full first; then the key is forgotten at that moment and the instance options decide.
+    fn decision(
+        &self,
+        allowed: bool,
+        state: Option<Bucket>,
+        cost: Cost,
+        view: &View,
+        now: Instant,
+    ) -> Decision {
+        let options = &view.options;
+        let wait = if allowed {
+            Some(0)
+        } else {
+            let wait = wait_for(state, cost, options, now);
+            let full = full_at(state, options, now).saturating_since(now);
+            match wait {
+                Some(w) if !view.remembered || w < full => Some(w),
+                _ if view.remembered => {
+                    (cost.units() <= self.options.capacity_units()).then_some(full)
+                }
+                other => other,
+            }
+        };
+        let window = u128::from(options.max_tokens()).saturating_mul(options.interval_nanos());
+        Decision {
+            allowed,
+            status: bucket::status(state, options, now),
+            retry_after_ms: wait.map(ceil_millis),
+            window_ms: ceil_millis(window),
+        }
     }
 }

@@ -48,13 +48,22 @@ try {
   check(readdirSync(dist).some((f) => f.endsWith('.wasm')), 'Miniflare started the bundle with its .wasm module');
 
   const ip = '203.0.113.7';
+  const policy = '"api";q=10;w=100';
   for (let i = 1; i <= 10; i += 1) {
     const res = await hit(ip);
     const remaining = res.headers.get('X-RateLimit-Remaining');
+    const rl = res.headers.get('RateLimit');
     check(
-      res.status === 200 && remaining === String(10 - i) && res.headers.get('X-RateLimit-Limit') === '10',
-      `request ${i} from ${ip}: 200, X-RateLimit-Remaining ${10 - i}, X-RateLimit-Limit 10`,
-      `got ${res.status}, remaining ${remaining}, limit ${res.headers.get('X-RateLimit-Limit')}`,
+      res.status === 200 &&
+        remaining === String(10 - i) &&
+        res.headers.get('X-RateLimit-Limit') === '10' &&
+        res.headers.get('RateLimit-Policy') === policy &&
+        new RegExp(`^"api";r=${10 - i};t=\\d+$`).test(rl ?? '') &&
+        res.headers.get('Retry-After') === null,
+      `request ${i} from ${ip}: 200, X-RateLimit-Remaining ${10 - i}, X-RateLimit-Limit 10, ` +
+        `RateLimit-Policy ${policy}, RateLimit "api";r=${10 - i};t=…, no Retry-After`,
+      `got ${res.status}, remaining ${remaining}, limit ${res.headers.get('X-RateLimit-Limit')}, ` +
+        `policy ${res.headers.get('RateLimit-Policy')}, RateLimit ${rl}, Retry-After ${res.headers.get('Retry-After')}`,
     );
   }
 
@@ -70,6 +79,16 @@ try {
     limited.headers.get('X-RateLimit-Remaining') === '0',
     'request 11: X-RateLimit-Remaining 0',
     `got ${limited.headers.get('X-RateLimit-Remaining')}`,
+  );
+  check(
+    limited.headers.get('RateLimit-Policy') === policy,
+    `request 11: RateLimit-Policy ${policy}`,
+    `got ${limited.headers.get('RateLimit-Policy')}`,
+  );
+  check(
+    limited.headers.get('RateLimit') === `"api";r=0;t=${retryAfter}`,
+    `request 11: RateLimit "api";r=0;t=<Retry-After> (${limited.headers.get('RateLimit')})`,
+    `got ${limited.headers.get('RateLimit')}`,
   );
 
   const other = await hit('198.51.100.1');

@@ -1,5 +1,6 @@
-// A Worker as the Quickstart writes it: re-export the class, call it over RPC per client IP.
-import type { RateLimiterServer } from '@delightstack/rate-limiter';
+// A Worker as the Quickstart writes it: re-export the class, one limit() RPC call per client
+// IP and request, and the response headers from rateLimitHeaders.
+import { rateLimitHeaders, type RateLimiterServer } from '@delightstack/rate-limiter';
 
 export { RateLimiterServer } from '@delightstack/rate-limiter';
 
@@ -7,21 +8,16 @@ export interface Env {
   LIMITER: DurableObjectNamespace<RateLimiterServer>;
 }
 
+const POLICY = { max_tokens: 10, refill_every_seconds: 10 };
+
 export default {
   async fetch(request: Request, env: Env): Promise<Response> {
     const ip = request.headers.get('CF-Connecting-IP') ?? 'unknown';
     const stub = env.LIMITER.get(env.LIMITER.idFromName(ip));
-    const ok = await stub.consume('api', 1);
-    const status = await stub.getStatus('api');
-    const headers = new Headers({
-      'X-RateLimit-Limit': String(status.limit),
-      'X-RateLimit-Remaining': String(Math.floor(status.remaining)),
-      'X-RateLimit-Reset': String(Math.ceil(status.reset_in_ms / 1000)),
+    const decision = await stub.limit('api', 1, POLICY);
+    return new Response(decision.allowed ? 'ok\n' : 'Too Many Requests\n', {
+      status: decision.allowed ? 200 : 429,
+      headers: rateLimitHeaders(decision, { name: 'api' }),
     });
-    if (!ok) {
-      headers.set('Retry-After', String(Math.max(1, Math.ceil(status.reset_in_ms / 1000))));
-      return new Response('Too Many Requests\n', { status: 429, headers });
-    }
-    return new Response('ok\n', { status: 200, headers });
   },
 } satisfies ExportedHandler<Env>;

@@ -1,7 +1,15 @@
 // Compiled by `tsc --noEmit`, never bundled: the package's types as a consumer sees them.
 // Each @ts-expect-error must be needed: if the wrong call type-checked, tsc would fail on
 // the unused directive.
-import type { RateLimiterServer, RateLimiterOptions, RateLimiterStatus } from '@delightstack/rate-limiter';
+import { rateLimitHeaders } from '@delightstack/rate-limiter';
+import type {
+  RateLimitAllDecision,
+  RateLimitDecision,
+  RateLimiterOptions,
+  RateLimiterServer,
+  RateLimiterStatus,
+  RateLimitRequest,
+} from '@delightstack/rate-limiter';
 import type { Env } from './index';
 
 export async function typedUses(env: Env): Promise<void> {
@@ -33,6 +41,48 @@ export async function typedUses(env: Env): Promise<void> {
   // @ts-expect-error no such method
   await stub.consumeAll('k');
   void [notStatus, notAwaited];
+
+  // One call that decides and reports, and several limits at once.
+  const d: RateLimitDecision = await stub.limit('k', 1, { max_tokens: 5 });
+  const dDefaults: RateLimitDecision = await stub.limit('k');
+  const decisionFields: [boolean, number, number, number, number | null, number] = [
+    d.allowed,
+    d.remaining,
+    d.limit,
+    d.reset_in_ms,
+    d.retry_after_ms,
+    d.window_ms,
+  ];
+  const all: RateLimitAllDecision = await stub.limitAll([
+    { key: 'a' },
+    { key: 'b', cost: 2, policy: { refill_every_seconds: 1 } },
+  ]);
+  const requests: RateLimitRequest[] = [{ key: 'c', cost: 0.5 }];
+  const allFields: [boolean, number | null, RateLimitDecision[]] = [
+    (await stub.limitAll(requests)).allowed,
+    all.retry_after_ms,
+    all.results,
+  ];
+  const h: Record<string, string> = rateLimitHeaders(d, { name: 'api' });
+  const hAll: Record<string, string> = rateLimitHeaders(all, { name: ['second', 'hour'] });
+  const hDefault: Record<string, string> = rateLimitHeaders(dDefaults);
+  void [decisionFields, allFields, h, hAll, hDefault];
+
+  // @ts-expect-error a policy field must be a number
+  await stub.limit('k', 1, { refill_every_seconds: '1' });
+  // @ts-expect-error an unknown policy field (a typo of max_tokens) is rejected
+  await stub.limit('k', 1, { max_token: 5 });
+  // @ts-expect-error limitAll takes an array of { key, cost?, policy? }, not keys
+  await stub.limitAll(['a', 'b']);
+  // @ts-expect-error each request needs a key
+  await stub.limitAll([{ cost: 1 }]);
+  // @ts-expect-error limit resolves to a decision, not a boolean
+  const notBoolean: boolean = await stub.limit('k');
+  // @ts-expect-error rateLimitHeaders takes a decision, not a status
+  rateLimitHeaders(s);
+  // @ts-expect-error a policy name is a string (or one per limit)
+  rateLimitHeaders(d, { name: 1 });
+  void notBoolean;
 }
 
 // The same class, driven directly and synchronously (as unit tests do).
@@ -41,5 +91,7 @@ export function directUses(server: RateLimiterServer): void {
   const s: RateLimiterStatus = server.getStatus('k');
   // @ts-expect-error called directly, consume is synchronous: no promise
   const p: Promise<boolean> = server.consume('k');
-  void [ok, s, p];
+  const d: RateLimitDecision = server.limit('k', 1, { max_tokens: 5 });
+  const all: RateLimitAllDecision = server.limitAll([{ key: 'a' }, { key: 'b', cost: 2 }]);
+  void [ok, s, p, d, all];
 }
