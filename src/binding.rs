@@ -7,7 +7,7 @@ use tsify::{Ts, Tsify};
 use wasm_bindgen::prelude::*;
 
 use crate::engine::{
-    AllDecision, Cost, Decision, Error, Instant, JsNumber, Limiter, OptionsPatch, Request, Status,
+    AllDecision, Cost, Decision, Error, Instant, Limiter, OptionsPatch, Request, Spelling, Status,
 };
 
 /// Options of a rate limiter. Every field is optional: an omitted field keeps its value.
@@ -239,8 +239,29 @@ impl RateLimiter {
     }
 }
 
+/// Values spelled by JavaScript itself, exactly as the caller would print them.
+struct JsSpelling;
+
+impl Spelling for JsSpelling {
+    fn number(&self, x: f64) -> String {
+        if x == 0.0 && x.is_sign_negative() {
+            return "-0".into(); // Number.prototype.toString drops the sign of -0
+        }
+        js_sys::Number::from(x)
+            .to_string_with_radix(10)
+            .map(String::from)
+            .unwrap_or_default()
+    }
+
+    fn quoted(&self, text: &str) -> String {
+        js_sys::JSON::stringify(&JsValue::from_str(text))
+            .map(String::from)
+            .unwrap_or_default()
+    }
+}
+
 fn to_js_error(error: Error) -> JsValue {
-    let message = error.to_string();
+    let message = error.message(&JsSpelling);
     if error.is_type_error() {
         TypeError::new(&message).into()
     } else {
@@ -410,10 +431,10 @@ fn describe(value: &JsValue) -> String {
     if let Some(text) = value.as_string() {
         let shown: String = text.chars().take(SHOWN_CHARS).collect();
         let more = if shown.len() < text.len() { "…" } else { "" };
-        return format!("string {shown:?}{more}");
+        return format!("string {}{more}", JsSpelling.quoted(&shown));
     }
     if let Some(x) = value.as_f64() {
-        return format!("number {}", JsNumber(x));
+        return format!("number {}", JsSpelling.number(x));
     }
     if let Some(b) = value.as_bool() {
         return format!("boolean {b}");

@@ -47,29 +47,58 @@ impl Error {
     }
 }
 
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+/// How a message spells the values it quotes. The binding spells them with JavaScript
+/// itself (exact, and it keeps Rust's float and debug formatting out of the wasm binary);
+/// `Display` uses [`JsNumber`] and Rust's string quoting.
+pub trait Spelling {
+    fn number(&self, x: f64) -> String;
+    fn quoted(&self, text: &str) -> String;
+}
+
+impl Error {
+    /// The message, naming the field and the value it got.
+    pub fn message(&self, spell: &impl Spelling) -> String {
         match self {
             Error::WrongType {
                 field,
                 expected,
                 got,
-            } => write!(f, "{field} must be {expected}, got {got}"),
+            } => format!("{field} must be {expected}, got {got}"),
             Error::OutOfRange {
                 field,
                 expected,
                 got,
-            } => write!(f, "{field} must be {expected}, got {}", JsNumber(*got)),
+            } => format!("{field} must be {expected}, got {}", spell.number(*got)),
             Error::UnknownField {
                 object,
                 name,
                 known,
-            } => write!(f, "{object} has no field {name:?} (the fields are {known})"),
-            Error::DuplicateKey { field, first } => write!(
-                f,
+            } => format!(
+                "{object} has no field {} (the fields are {known})",
+                spell.quoted(name)
+            ),
+            Error::DuplicateKey { field, first } => format!(
                 "{field} repeats the key of {first}: give each key once, with the costs added up"
             ),
         }
+    }
+}
+
+struct RustSpelling;
+
+impl Spelling for RustSpelling {
+    fn number(&self, x: f64) -> String {
+        JsNumber(x).to_string()
+    }
+
+    fn quoted(&self, text: &str) -> String {
+        format!("{text:?}")
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message(&RustSpelling))
     }
 }
 

@@ -9,7 +9,7 @@ mod store;
 mod time;
 
 pub use bucket::Status;
-pub use error::{Error, JsNumber};
+pub use error::{Error, JsNumber, Spelling};
 pub use limiter::{AllDecision, Decision, Limiter, Request};
 pub use options::{
     Cost, Options, OptionsPatch, DEFAULT_MAX_TOKENS, DEFAULT_REFILL_EVERY_SECONDS,
