@@ -1,66 +1,223 @@
-// ns per consume() through the JS shim in Node, beside a plain-JS Map implementation of the
-// same algorithm measured in the same run. Run with `npm run bench` (after `npm run build`).
+// Goal #2: ns per consume() through the JS shim in Node at 1 / 10k / 1M live keys, beside a
+// plain-JS Map implementation of the same algorithm and the floor (a wasm export that only
+// receives the key string), all measured in this run. Also limit() at 10k keys, and
+// consume() at 10k keys with a key string built per call. Run: node --expose-gc bench/consume.mjs
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { RateLimiterServer } from '@delightstack/rate-limiter';
+import {
+  PlainJsLimiter, ROOT, fmt, fmtRatio, gc, keyOf, makeKeys, median, printTable, ratio,
+  shuffled, writeResult,
+} from './common.mjs';
 
-const CALLS = 1_000_000;
-const SIZES = [1, 10_000];
-// Large enough that no bucket fills up or runs dry during the run: every call consumes.
+const SIZES = [1, 10_000, 1_000_000];
+const CALLS = 1_000_000; // timed calls per round
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5); // median of rounds, implementations interleaved
+const WARMUP = 200_000;
+// Never fills up nor runs dry during the run: every call consumes and every key stays live.
 const OPTIONS = { max_tokens: 1e15, refill_every_seconds: 3600 };
 
-/** The baseline: the same lazy token bucket over a Map, in plain JavaScript. */
-class PlainJsLimiter {
-  buckets = new Map();
-  max = OPTIONS.max_tokens;
-  everyMs = OPTIONS.refill_every_seconds * 1000;
-
-  consume(key, cost = 1) {
-    const now = Date.now();
-    const b = this.buckets.get(key);
-    if (b === undefined) {
-      if (cost > this.max) return false;
-      if (cost > 0) this.buckets.set(key, { tokens: this.max - cost, last: now });
-      return true;
-    }
-    const k = Math.floor((now - b.last) / this.everyMs);
-    if (k > 0) {
-      if (b.tokens + k >= this.max) {
-        b.tokens = this.max;
-        b.last = now;
-      } else {
-        b.tokens += k;
-        b.last += k * this.everyMs;
-      }
-    }
-    if (b.tokens < cost) return false;
-    b.tokens -= cost;
-    return true;
-  }
+// The floor: built by scripts/bench.sh with `--features bench-floor`, wasm-opt'd like the package.
+const floorJs = join(ROOT, 'target', 'wasm-bench', 'floor.js');
+let receiveKey = null;
+if (existsSync(floorJs)) {
+  const floor = await import(pathToFileURL(floorJs).href);
+  floor.initSync({ module: readFileSync(join(ROOT, 'target', 'wasm-bench', 'floor_bg.wasm')) });
+  receiveKey = floor.receiveKey;
+} else {
+  console.warn(`floor not built (${floorJs} missing): run scripts/bench.sh; floor column left empty`);
 }
 
-function nsPerCall(limiter, keys) {
-  for (const key of keys) limiter.consume(key, 1); // every key exists before timing
-  for (let i = 0; i < 100_000; i++) limiter.consume(keys[i % keys.length], 1); // warm-up
-  const start = process.hrtime.bigint();
+// One loop per implementation, so that each call site stays monomorphic.
+function runShim(server, keys, seq, calls) {
   let allowed = 0;
-  for (let i = 0; i < CALLS; i++) if (limiter.consume(keys[i % keys.length], 1)) allowed++;
-  const ns = Number(process.hrtime.bigint() - start) / CALLS;
-  if (allowed !== CALLS) throw new Error(`expected every call to be allowed, got ${allowed}`);
-  return ns;
+  const start = process.hrtime.bigint();
+  for (let i = 0; i < calls; i++) if (server.consume(keys[seq[i]], 1)) allowed++;
+  const ns = Number(process.hrtime.bigint() - start);
+  if (allowed !== calls) throw new Error(`shim: expected every call allowed, got ${allowed}/${calls}`);
+  return ns / calls;
 }
 
+function runPlain(plain, keys, seq, calls) {
+  let allowed = 0;
+  const start = process.hrtime.bigint();
+  for (let i = 0; i < calls; i++) if (plain.consume(keys[seq[i]], 1)) allowed++;
+  const ns = Number(process.hrtime.bigint() - start);
+  if (allowed !== calls) throw new Error(`plain: expected every call allowed, got ${allowed}/${calls}`);
+  return ns / calls;
+}
+
+function runFloor(receive, keys, seq, calls) {
+  let sum = 0;
+  const start = process.hrtime.bigint();
+  for (let i = 0; i < calls; i++) sum += receive(keys[seq[i]]);
+  const ns = Number(process.hrtime.bigint() - start);
+  if (sum === 0) throw new Error('floor received nothing');
+  return ns / calls;
+}
+
+function runShimLimit(server, keys, seq, calls) {
+  let allowed = 0;
+  const start = process.hrtime.bigint();
+  for (let i = 0; i < calls; i++) if (server.limit(keys[seq[i]], 1).allowed) allowed++;
+  const ns = Number(process.hrtime.bigint() - start);
+  if (allowed !== calls) throw new Error(`shim limit: expected every call allowed, got ${allowed}/${calls}`);
+  return ns / calls;
+}
+
+function runPlainLimit(plain, keys, seq, calls) {
+  let allowed = 0;
+  const start = process.hrtime.bigint();
+  for (let i = 0; i < calls; i++) if (plain.limit(keys[seq[i]], 1).allowed) allowed++;
+  const ns = Number(process.hrtime.bigint() - start);
+  if (allowed !== calls) throw new Error(`plain limit: expected every call allowed, got ${allowed}/${calls}`);
+  return ns / calls;
+}
+
+// Fresh key strings: built in the loop, as a request handler builds `${ip}:${route}`; the
+// plain Map must then hash each string (V8 caches a string's hash in the string itself).
+function runShimFresh(server, ids, calls) {
+  let allowed = 0;
+  const start = process.hrtime.bigint();
+  for (let i = 0; i < calls; i++) if (server.consume('client-' + ids[i] + ':api', 1)) allowed++;
+  const ns = Number(process.hrtime.bigint() - start);
+  if (allowed !== calls) throw new Error('shim fresh: not all allowed');
+  return ns / calls;
+}
+
+function runPlainFresh(plain, ids, calls) {
+  let allowed = 0;
+  const start = process.hrtime.bigint();
+  for (let i = 0; i < calls; i++) if (plain.consume('client-' + ids[i] + ':api', 1)) allowed++;
+  const ns = Number(process.hrtime.bigint() - start);
+  if (allowed !== calls) throw new Error('plain fresh: not all allowed');
+  return ns / calls;
+}
+
+function runFloorFresh(receive, ids, calls) {
+  let sum = 0;
+  const start = process.hrtime.bigint();
+  for (let i = 0; i < calls; i++) sum += receive('client-' + ids[i] + ':api');
+  const ns = Number(process.hrtime.bigint() - start);
+  if (sum === 0) throw new Error('floor received nothing');
+  return ns / calls;
+}
+
+/** The access sequence: a shuffled permutation of the keys, repeated up to `calls` entries. */
+function sequence(n, calls) {
+  const order = shuffled(n);
+  const seq = new Uint32Array(calls);
+  for (let i = 0; i < calls; i++) seq[i] = order[i % n];
+  return seq;
+}
+
+/** Runs `round()` ROUNDS times per implementation, interleaved; median ns/call of each. */
+function measure(impls) {
+  const samples = Object.fromEntries(Object.keys(impls).map((k) => [k, []]));
+  for (let r = 0; r < ROUNDS; r++) {
+    for (const [name, round] of Object.entries(impls)) samples[name].push(round());
+  }
+  return Object.fromEntries(Object.entries(samples).map(([k, v]) => [k, { median: median(v), samples: v }]));
+}
+
+const t0 = Date.now();
 const rows = [];
 for (const size of SIZES) {
-  const keys = Array.from({ length: size }, (_, i) => `client-${i}:api`);
+  const keys = makeKeys(size);
+  const seq = sequence(size, CALLS);
   const server = new RateLimiterServer({}, {});
   server.setOptions(OPTIONS);
-  const shim = nsPerCall(server, keys);
-  const plain = nsPerCall(new PlainJsLimiter(), keys);
-  rows.push({ keys: size, shim, plain });
+  const plain = new PlainJsLimiter();
+  plain.setOptions(OPTIONS);
+  // Every key live before timing, then a warm-up on the timed sequence.
+  for (let i = 0; i < size; i++) {
+    server.consume(keys[i], 1);
+    plain.consume(keys[i], 1);
+  }
+  runShim(server, keys, seq, WARMUP);
+  runPlain(plain, keys, seq, WARMUP);
+  if (receiveKey) runFloor(receiveKey, keys, seq, WARMUP);
+  gc();
+  const impls = {
+    shim: () => runShim(server, keys, seq, CALLS),
+    plain: () => runPlain(plain, keys, seq, CALLS),
+  };
+  if (receiveKey) impls.floor = () => runFloor(receiveKey, keys, seq, CALLS);
+  const m = measure(impls);
+  rows.push({
+    keys: size,
+    shim_ns: m.shim.median,
+    plain_ns: m.plain.median,
+    floor_ns: m.floor?.median ?? null,
+    samples: { shim: m.shim.samples, plain: m.plain.samples, floor: m.floor?.samples ?? null },
+  });
+  console.error(`  consume at ${fmt(size)} keys: shim ${m.shim.median.toFixed(1)} ns, plain ${m.plain.median.toFixed(1)} ns` +
+    (m.floor ? `, floor ${m.floor.median.toFixed(1)} ns` : ''));
+
+  if (size === 10_000) {
+    // limit() (decides and reports in one call) beside the plain-JS limit(), same keys.
+    const lServer = new RateLimiterServer({}, {});
+    lServer.setOptions(OPTIONS);
+    const lPlain = new PlainJsLimiter();
+    lPlain.setOptions(OPTIONS);
+    for (let i = 0; i < size; i++) {
+      lServer.limit(keys[i], 1);
+      lPlain.limit(keys[i], 1);
+    }
+    runShimLimit(lServer, keys, seq, WARMUP);
+    runPlainLimit(lPlain, keys, seq, WARMUP);
+    gc();
+    const l = measure({
+      shim: () => runShimLimit(lServer, keys, seq, CALLS),
+      plain: () => runPlainLimit(lPlain, keys, seq, CALLS),
+    });
+    rows.limit = { keys: size, shim_ns: l.shim.median, plain_ns: l.plain.median, floor_ns: null };
+    console.error(`  limit at 10,000 keys: shim ${l.shim.median.toFixed(1)} ns, plain ${l.plain.median.toFixed(1)} ns`);
+
+    // consume() with the key string built per call (same ids, same order).
+    const fresh = measure({
+      shim: () => runShimFresh(server, seq, CALLS),
+      plain: () => runPlainFresh(plain, seq, CALLS),
+      ...(receiveKey ? { floor: () => runFloorFresh(receiveKey, seq, CALLS) } : {}),
+    });
+    rows.fresh = {
+      keys: size,
+      shim_ns: fresh.shim.median,
+      plain_ns: fresh.plain.median,
+      floor_ns: fresh.floor?.median ?? null,
+    };
+    console.error(`  consume at 10,000 keys, fresh strings: shim ${fresh.shim.median.toFixed(1)} ns, plain ${fresh.plain.median.toFixed(1)} ns`);
+  }
+  gc();
 }
 
-console.log(`consume() on an existing key, ${CALLS.toLocaleString('en')} calls, Node ${process.version}\n`);
-console.log('| live keys | shim (wasm) ns/call | plain JS Map ns/call | ratio shim/plain |');
-console.log('|---:|---:|---:|---:|');
-for (const { keys, shim, plain } of rows) {
-  console.log(`| ${keys.toLocaleString('en')} | ${shim.toFixed(0)} | ${plain.toFixed(0)} | ${(shim / plain).toFixed(2)}× |`);
-}
+const result = {
+  calls_per_round: CALLS,
+  rounds: ROUNDS,
+  warmup_calls: WARMUP,
+  options: OPTIONS,
+  key_format: keyOf('i'),
+  access_order: 'a fixed-seed shuffled permutation of the keys (repeated to fill the rounds); at 1M keys each round visits every key once in random order, not in insertion order',
+  sizes: rows.map(({ samples, ...r }) => r),
+  samples: rows.map((r) => ({ keys: r.keys, ...r.samples })),
+  limit_10k: rows.limit,
+  fresh_strings_10k: rows.fresh,
+  floor_available: receiveKey !== null,
+  seconds: (Date.now() - t0) / 1000,
+};
+writeResult('consume', result);
+
+console.log(`\nGoal #2 — consume() on a live key, ns/call (median of ${ROUNDS} interleaved rounds of ${fmt(CALLS)} calls, Node ${process.version})\n`);
+const line = (label, r) => [
+  label, r.shim_ns.toFixed(1), r.plain_ns.toFixed(1), r.floor_ns === null ? '—' : r.floor_ns.toFixed(1),
+  fmtRatio(ratio(r.shim_ns, r.plain_ns)), fmtRatio(ratio(r.shim_ns, r.floor_ns)),
+];
+printTable(
+  ['live keys', 'shim ns', 'plain JS ns', 'floor ns', 'shim/plain', 'shim/floor'],
+  [
+    ...rows.map((r) => line(fmt(r.keys), r)),
+    line('10,000, limit()', rows.limit),
+    line('10,000, key built per call', rows.fresh),
+  ],
+);

@@ -29,6 +29,22 @@ export function defineRateLimiterServer(Base, startWasm) {
     if (cell.options !== undefined) cell.limiter.setOptions(Date.now(), cell.options);
   }
 
+  // A trap leaves the instance unusable: start a fresh one for the next call.
+  function recover(error) {
+    if (error instanceof WebAssembly.RuntimeError) {
+      generation += 1;
+      resetWasmInstance();
+      startWasm();
+    }
+    return error;
+  }
+
+  // The common case goes through the *Text methods, which take the key as a string and the
+  // cost as a number; anything else (or a string with lone surrogates, which UTF-8 cannot
+  // carry) takes the general path, where the binding checks every value.
+  const fast = (key, cost) =>
+    typeof key === 'string' && typeof cost === 'number' && key.isWellFormed();
+
   return class RateLimiterServer extends Base {
     // Held apart from `this` so the finalizer can reach the limiter after `this` is gone.
     #cell = { limiter: undefined, generation: -1, options: undefined };
@@ -39,51 +55,80 @@ export function defineRateLimiterServer(Base, startWasm) {
     }
 
     setOptions(options) {
-      this.#run((limiter) => {
+      const limiter = this.#limiter();
+      try {
         limiter.setOptions(Date.now(), options);
-        // Kept so that a replacement instance starts with the same options.
-        this.#cell.options = limiter.options;
-      });
+      } catch (error) {
+        throw recover(error);
+      }
+      // Kept so that a replacement instance starts with the same options.
+      this.#cell.options = limiter.options;
     }
 
-    check(key, cost) {
-      return this.#run((limiter) => limiter.check(Date.now(), key, cost));
+    check(key, cost = 1) {
+      const limiter = this.#limiter();
+      try {
+        // 0 denied, 1 allowed, 2: a cost out of range, which the general path reports.
+        const answer = fast(key, cost) ? limiter.checkText(Date.now(), key, cost) : 2;
+        return answer < 2 ? answer === 1 : limiter.check(Date.now(), key, cost);
+      } catch (error) {
+        throw recover(error);
+      }
     }
 
-    consume(key, cost) {
-      return this.#run((limiter) => limiter.consume(Date.now(), key, cost));
+    consume(key, cost = 1) {
+      const limiter = this.#limiter();
+      try {
+        // 0 denied, 1 allowed, 2: a cost out of range, which the general path reports.
+        const answer = fast(key, cost) ? limiter.consumeText(Date.now(), key, cost) : 2;
+        return answer < 2 ? answer === 1 : limiter.consume(Date.now(), key, cost);
+      } catch (error) {
+        throw recover(error);
+      }
     }
 
     getStatus(key) {
-      return this.#run((limiter) => limiter.getStatus(Date.now(), key));
+      const limiter = this.#limiter();
+      try {
+        return limiter.getStatus(Date.now(), key);
+      } catch (error) {
+        throw recover(error);
+      }
     }
 
     reset(key) {
-      this.#run((limiter) => limiter.reset(key));
+      const limiter = this.#limiter();
+      try {
+        limiter.reset(key);
+      } catch (error) {
+        throw recover(error);
+      }
     }
 
-    limit(key, cost, policy) {
-      return this.#run((limiter) => limiter.limit(Date.now(), key, cost, policy));
+    limit(key, cost = 1, policy = undefined) {
+      const limiter = this.#limiter();
+      try {
+        return fast(key, cost)
+          ? limiter.limitText(Date.now(), key, cost, policy)
+          : limiter.limit(Date.now(), key, cost, policy);
+      } catch (error) {
+        throw recover(error);
+      }
     }
 
     limitAll(requests) {
-      return this.#run((limiter) => limiter.limitAll(Date.now(), requests));
+      const limiter = this.#limiter();
+      try {
+        return limiter.limitAll(Date.now(), requests);
+      } catch (error) {
+        throw recover(error);
+      }
     }
 
-    #run(call) {
+    #limiter() {
       const cell = this.#cell;
       if (cell.generation !== generation) renew(cell);
-      try {
-        return call(cell.limiter);
-      } catch (error) {
-        // A trap leaves the instance unusable: start a fresh one for the next call.
-        if (error instanceof WebAssembly.RuntimeError) {
-          generation += 1;
-          resetWasmInstance();
-          startWasm();
-        }
-        throw error;
-      }
+      return cell.limiter;
     }
   };
 }

@@ -7,7 +7,8 @@ use tsify::{Ts, Tsify};
 use wasm_bindgen::prelude::*;
 
 use crate::engine::{
-    AllDecision, Cost, Decision, Error, Instant, Limiter, OptionsPatch, Request, Spelling, Status,
+    decimal, join, AllDecision, Cost, Decision, Error, Instant, Limiter, OptionsPatch, Request,
+    Spelling, Status,
 };
 
 /// Options of a rate limiter. Every field is optional: an omitted field keeps its value.
@@ -95,6 +96,11 @@ extern "C" {
     fn is_well_formed(this: &Text) -> bool;
 }
 
+/// What the fast paths return.
+pub const DENIED: u32 = 0;
+pub const ALLOWED: u32 = 1;
+pub const USE_GENERAL_PATH: u32 = 2;
+
 /// Token-bucket rate limiter over string keys. `now_ms` is `Date.now()` at the call; it
 /// comes first so that the optional arguments can be last.
 #[wasm_bindgen]
@@ -155,6 +161,30 @@ impl RateLimiter {
             .consume(&self.key, cost, Instant::from_millis(now_ms)))
     }
 
+    /// `check` for a well-formed string key and a number cost: the shim's fast path.
+    /// Returns [`DENIED`], [`ALLOWED`] or [`USE_GENERAL_PATH`] (a cost out of range: the
+    /// general `check` then throws the error). No `Result`, so no error slot to return.
+    #[wasm_bindgen(js_name = checkText)]
+    pub fn check_text(&mut self, now_ms: f64, key: &str, cost: f64) -> u32 {
+        let Ok(cost) = Cost::new(cost) else {
+            return USE_GENERAL_PATH;
+        };
+        let now = Instant::from_millis(now_ms);
+        u32::from(self.engine.check(key.as_bytes(), cost, now))
+    }
+
+    /// `consume` for a well-formed string key and a number cost: the shim's fast path.
+    /// Such a key's UTF-8 bytes are exactly what `encode_key` makes of it. Returns as
+    /// `checkText` does.
+    #[wasm_bindgen(js_name = consumeText)]
+    pub fn consume_text(&mut self, now_ms: f64, key: &str, cost: f64) -> u32 {
+        let Ok(cost) = Cost::new(cost) else {
+            return USE_GENERAL_PATH;
+        };
+        let now = Instant::from_millis(now_ms);
+        u32::from(self.engine.consume(key.as_bytes(), cost, now))
+    }
+
     /// The bucket of `key` now: `{ remaining, limit, reset_in_ms }`.
     #[wasm_bindgen(js_name = getStatus)]
     pub fn get_status(
@@ -188,12 +218,24 @@ impl RateLimiter {
         let cost = read_cost(cost, "cost").map_err(to_js_error)?;
         encode_key(key, "key", &mut self.key).map_err(to_js_error)?;
         let policy = read_policy(policy, "policy").map_err(to_js_error)?;
-        let now = Instant::from_millis(now_ms);
-        let decision = self
-            .engine
-            .limit(&self.key, cost, policy, now)
-            .map_err(|e| to_js_error(e.within("policy")))?;
-        Ok(Ts::new_unchecked(decision_object(&decision).into()))
+        let key = std::mem::take(&mut self.key);
+        let decision = self.decide(&key, cost, policy, now_ms);
+        self.key = key;
+        decision
+    }
+
+    /// `limit` for a well-formed string key and a number cost: the shim's fast path.
+    #[wasm_bindgen(js_name = limitText)]
+    pub fn limit_text(
+        &mut self,
+        now_ms: f64,
+        key: &str,
+        cost: f64,
+        #[wasm_bindgen(unchecked_optional_param_type = "RateLimiterOptions")] policy: &JsValue,
+    ) -> Result<Ts<RateLimitDecision>, JsValue> {
+        let cost = Cost::new(cost).map_err(to_js_error)?;
+        let policy = read_policy(policy, "policy").map_err(to_js_error)?;
+        self.decide(key.as_bytes(), cost, policy, now_ms)
     }
 
     /// `limit` over several keys, all or nothing.
@@ -236,6 +278,23 @@ impl RateLimiter {
     #[wasm_bindgen(getter, js_name = storedBuckets)]
     pub fn stored_buckets(&self) -> usize {
         self.engine.stored_buckets()
+    }
+}
+
+impl RateLimiter {
+    fn decide(
+        &mut self,
+        key: &[u8],
+        cost: Cost,
+        policy: Option<OptionsPatch>,
+        now_ms: f64,
+    ) -> Result<Ts<RateLimitDecision>, JsValue> {
+        let now = Instant::from_millis(now_ms);
+        let decision = self
+            .engine
+            .limit(key, cost, policy, now)
+            .map_err(|e| to_js_error(e.within("policy")))?;
+        Ok(Ts::new_unchecked(decision_object(&decision).into()))
     }
 }
 
@@ -371,7 +430,7 @@ fn read_options(options: &JsValue, name: &str, nested: bool) -> Result<OptionsPa
     )?;
     let number = |field: &str| -> Result<Option<f64>, Error> {
         let path = if nested {
-            format!("{name}.{field}")
+            join(&[name, ".", field])
         } else {
             field.to_string()
         };
@@ -406,10 +465,10 @@ fn read_requests(requests: &JsValue) -> Result<Vec<OwnedRequest>, Error> {
     };
     let mut out = Vec::with_capacity(list.length() as usize);
     for (i, request) in list.iter().enumerate() {
-        let path = format!("requests[{i}]");
+        let path = join(&["requests[", &decimal(i), "]"]);
         let object = read_object(&request, &path, &FIELDS, "key, cost and policy")?;
         let field = |name: &str| -> Result<(JsValue, String), Error> {
-            let field_path = format!("{path}.{name}");
+            let field_path = join(&[&path, ".", name]);
             let value = read_field(object, name, &field_path)?.unwrap_or(JsValue::UNDEFINED);
             Ok((value, field_path))
         };
@@ -431,13 +490,13 @@ fn describe(value: &JsValue) -> String {
     if let Some(text) = value.as_string() {
         let shown: String = text.chars().take(SHOWN_CHARS).collect();
         let more = if shown.len() < text.len() { "…" } else { "" };
-        return format!("string {}{more}", JsSpelling.quoted(&shown));
+        return join(&["string ", &JsSpelling.quoted(&shown), more]);
     }
     if let Some(x) = value.as_f64() {
-        return format!("number {}", JsSpelling.number(x));
+        return join(&["number ", &JsSpelling.number(x)]);
     }
     if let Some(b) = value.as_bool() {
-        return format!("boolean {b}");
+        return join(&["boolean ", if b { "true" } else { "false" }]);
     }
     if value.is_null() {
         "null".into()
@@ -445,7 +504,7 @@ fn describe(value: &JsValue) -> String {
         "undefined".into()
     } else if let Some(big) = value.dyn_ref::<js_sys::BigInt>() {
         let digits = big.to_string(10).map(String::from).unwrap_or_default();
-        format!("bigint {digits}n")
+        join(&["bigint ", &digits, "n"])
     } else if value.is_symbol() {
         "a symbol".into()
     } else if value.is_function() {
@@ -502,4 +561,11 @@ fn optional_number(value: Option<f64>) -> JsValue {
 fn set(object: &Object, name: &str, value: JsValue) {
     // Defining a property on a fresh plain object cannot fail.
     let _ = Reflect::set(object, &JsValue::from_str(name), &value);
+}
+
+/// The floor of the Node benchmark: receives a key the way the fast path does, nothing more.
+#[cfg(feature = "bench-floor")]
+#[wasm_bindgen(js_name = receiveKey)]
+pub fn receive_key(key: &str) -> usize {
+    key.len()
 }

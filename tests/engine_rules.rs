@@ -156,7 +156,7 @@ fn fractional_intervals_refill_exactly_over_many_observations() {
     // 1/3 s rounds up to 333_333_334 ns; a million observations later nothing has drifted.
     let mut l = limiter(1.0, 1.0 / 3.0);
     assert!(l.consume(b"k", Cost::ONE, Instant::from_nanos(0)));
-    let mut now = 0u128;
+    let mut now = 0u64;
     for _ in 0..1000 {
         now += 333_333_334;
         assert!(!l.consume(b"k", cost(2.0), Instant::from_nanos(now - 1)));
@@ -263,7 +263,8 @@ fn absurd_intervals_and_clocks_do_not_overflow() {
     let mut l = limiter(1.0, 1e300);
     assert!(l.consume(b"k", Cost::ONE, Instant::from_millis(f64::INFINITY)));
     assert!(!l.consume(b"k", Cost::ONE, Instant::from_millis(f64::INFINITY)));
-    assert!(l.status(b"k", Instant::from_millis(0.0)).reset_in_ms > 1e20);
+    // Clock readings saturate in the year 2554, intervals at u128::MAX nanoseconds (1e22 years).
+    assert!(l.status(b"k", Instant::from_millis(0.0)).reset_in_ms > 3e32);
 }
 
 #[test]
@@ -275,4 +276,36 @@ fn full_buckets_are_not_kept() {
     }
     // About 100 keys are not yet full at any moment; the sweep keeps the store near that.
     assert!(l.stored_buckets() <= 250, "{}", l.stored_buckets());
+}
+
+#[test]
+fn capacities_beyond_eighteen_billion_count_whole_tokens() {
+    // Billionths of 2^53 tokens do not fit 64 bits: such buckets count whole tokens, and
+    // a fractional cost rounds up to a whole one.
+    let max = 9_007_199_254_740_991.0;
+    let mut l = limiter(max, 1.0);
+    assert!(l.consume(b"k", cost(0.5), at(0.0)));
+    assert_eq!(l.status(b"k", at(0.0)).remaining, max - 1.0);
+    // Back to a small capacity: the bucket keeps its tokens, clamped (here: full).
+    assert!(l.consume(b"k", cost(2.0), at(0.0)));
+    l.set_options(
+        OptionsPatch {
+            max_tokens: Some(10.0),
+            ..Default::default()
+        },
+        at(0.0),
+    )
+    .unwrap();
+    assert_eq!(l.status(b"k", at(0.0)).remaining, 10.0);
+    // And a partly used small bucket moved to a huge capacity keeps its whole tokens.
+    assert!(l.consume(b"k", cost(2.5), at(0.0)));
+    l.set_options(
+        OptionsPatch {
+            max_tokens: Some(max),
+            ..Default::default()
+        },
+        at(0.0),
+    )
+    .unwrap();
+    assert_eq!(l.status(b"k", at(0.0)).remaining, 7.0);
 }

@@ -286,3 +286,24 @@ fn limit_all_of_nothing_is_allowed() {
     assert!(all.allowed && all.results.is_empty());
     assert_eq!(all.retry_after_ms, Some(0.0));
 }
+
+#[test]
+fn keys_share_policies_and_free_them_with_the_last_key() {
+    let mut l = Limiter::new(1);
+    for round in 0..3 {
+        for i in 0..100u32 {
+            let p = policy(f64::from(5 + i % 7), 1.0);
+            assert!(
+                l.limit(&i.to_le_bytes(), cost(1.0), p, at_ms(0.0))
+                    .unwrap()
+                    .allowed
+            );
+        }
+        for i in 0..100u32 {
+            let s = l.status(&i.to_le_bytes(), at_ms(0.0));
+            assert_eq!(s.limit, f64::from(5 + i % 7), "round {round}");
+            l.reset(&i.to_le_bytes());
+        }
+        assert_eq!(l.stored_buckets(), 0);
+    }
+}

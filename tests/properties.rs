@@ -5,7 +5,10 @@
 use std::collections::HashMap;
 
 use proptest::prelude::*;
-use rate_limiter::engine::{Cost, Instant, Limiter, OptionsPatch, Request, UNITS_PER_TOKEN};
+use rate_limiter::engine::{Cost, Instant, Limiter, OptionsPatch, Request};
+
+/// Billionths of a token, as the engine counts them for capacities like these.
+const UNITS_PER_TOKEN: u128 = 1_000_000_000;
 
 const NANOS_PER_MS: u128 = 1_000_000;
 
@@ -180,7 +183,7 @@ proptest! {
                     let would = engine.check(&key_bytes(key), c, at);
                     let did = engine.consume(&key_bytes(key), c, at);
                     prop_assert_eq!(would, did, "check must predict consume");
-                    prop_assert_eq!(did, model.consume(key, c.units(), now_ns));
+                    prop_assert_eq!(did, model.consume(key, c.billionths(), now_ns));
                     if !did {
                         prop_assert_eq!(engine.status(&key_bytes(key), at), before);
                     }
@@ -189,7 +192,7 @@ proptest! {
                     let c = Cost::new(cost).unwrap();
                     let before = engine.status(&key_bytes(key), at);
                     let answer = engine.check(&key_bytes(key), c, at);
-                    prop_assert_eq!(answer, model.remaining_units(key, now_ns) >= c.units());
+                    prop_assert_eq!(answer, model.remaining_units(key, now_ns) >= c.billionths());
                     prop_assert_eq!(engine.status(&key_bytes(key), at), before);
                 }
                 Op::Status { key } => {
@@ -240,7 +243,7 @@ proptest! {
                 Op::Consume { key, cost } => {
                     let c = Cost::new(if whole_costs { cost.ceil() } else { cost }).unwrap();
                     if engine.consume(&key_bytes(key), c, Instant::from_millis(now as f64)) {
-                        taken[key].push((now * NANOS_PER_MS, c.units()));
+                        taken[key].push((now * NANOS_PER_MS, c.billionths()));
                     }
                 }
                 Op::Advance { ms } => now += ms as u128,
@@ -312,7 +315,7 @@ proptest! {
                             prop_assert!(one_call.clone().check(&k, c, ready));
                         }
                         Some(ms) => prop_assert_eq!(ms, 0.0),
-                        None => prop_assert!(c.units() > u128::from(one_call.options().max_tokens()) * UNITS_PER_TOKEN),
+                        None => prop_assert!(c.billionths() > u128::from(one_call.options().max_tokens()) * UNITS_PER_TOKEN),
                     }
                 }
                 Op::Status { key } => {

@@ -1,13 +1,14 @@
 //! One lazy token bucket. A bucket that is full is not stored at all (`None`): a full
 //! bucket banks no progress, so it is indistinguishable from one never used.
 
-use super::options::{units_to_tokens, Cost, Options, UNITS_PER_TOKEN};
+use super::options::{Cost, Options};
 use super::time::{ceil_millis, Instant};
 
 /// A bucket that is not full: fewer than `max_tokens` tokens, refilling since `last_refill`.
+/// `units` count in the units of the bucket's options ([`Options::unit`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Bucket {
-    units: u128,
+    units: u64,
     last_refill: Instant,
 }
 
@@ -27,11 +28,17 @@ pub struct Status {
 /// reaches capacity the bucket is full (`None`). A clock that went back adds nothing.
 pub fn refill(stored: Option<Bucket>, options: &Options, now: Instant) -> Option<Bucket> {
     let bucket = stored?;
-    let interval = options.interval_nanos();
-    let k = now.saturating_since(bucket.last_refill) / interval;
+    let elapsed = now.saturating_since(bucket.last_refill);
+    if u128::from(elapsed) < options.interval_nanos() {
+        // The common case of a busy key: no division needed.
+        return (bucket.units < options.capacity_units()).then_some(bucket);
+    }
+    // The interval is at most the elapsed time here, so it fits 64 bits.
+    let interval = options.interval_nanos() as u64;
+    let k = elapsed / interval;
     let units = bucket
         .units
-        .saturating_add(k.saturating_mul(UNITS_PER_TOKEN));
+        .saturating_add(k.saturating_mul(options.unit()));
     if units >= options.capacity_units() {
         return None;
     }
@@ -42,6 +49,14 @@ pub fn refill(stored: Option<Bucket>, options: &Options, now: Instant) -> Option
     })
 }
 
+/// A bucket counted under `from` seen under `to`: the same tokens (clamped to the new
+/// capacity: possibly full) and the same last refill.
+pub fn convert(stored: Option<Bucket>, from: &Options, to: &Options) -> Option<Bucket> {
+    let bucket = stored?;
+    let units = to.convert_units(bucket.units, from);
+    (units < to.capacity_units()).then_some(Bucket { units, ..bucket })
+}
+
 /// Takes `cost` from a bucket already refilled to `now`. `Err` leaves the bucket as it was:
 /// not enough tokens, or a cost above capacity (never satisfiable).
 pub fn take(
@@ -50,15 +65,16 @@ pub fn take(
     options: &Options,
     now: Instant,
 ) -> Result<Option<Bucket>, ()> {
+    let cost = cost.units(options).ok_or(())?;
     let capacity = options.capacity_units();
     let (units, last_refill) = match current {
         Some(b) => (b.units, b.last_refill),
         None => (capacity, now),
     };
-    if cost.units() > units {
+    if cost > units {
         return Err(());
     }
-    let left = units - cost.units();
+    let left = units - cost;
     Ok((left < capacity).then_some(Bucket {
         units: left,
         last_refill,
@@ -74,14 +90,11 @@ pub fn status(current: Option<Bucket>, options: &Options, now: Instant) -> Statu
             limit,
             reset_in_ms: 0.0,
         },
-        Some(b) => {
-            let next_token = b.last_refill.saturating_add(options.interval_nanos());
-            Status {
-                remaining: units_to_tokens(b.units),
-                limit,
-                reset_in_ms: ceil_millis(next_token.saturating_since(now)),
-            }
-        }
+        Some(b) => Status {
+            remaining: options.tokens(b.units),
+            limit,
+            reset_in_ms: ceil_millis(wait_until(b, 1, options, now)),
+        },
     }
 }
 
@@ -94,27 +107,31 @@ pub fn wait_for(
     options: &Options,
     now: Instant,
 ) -> Option<u128> {
-    if cost.units() > options.capacity_units() {
-        return None;
-    }
-    let Some(bucket) = current.filter(|b| b.units < cost.units()) else {
-        return Some(0);
-    };
-    let refills = (cost.units() - bucket.units).div_ceil(UNITS_PER_TOKEN);
-    let ready = bucket
-        .last_refill
-        .saturating_add(refills.saturating_mul(options.interval_nanos()));
-    Some(ready.saturating_since(now))
+    let cost = cost.units(options)?;
+    Some(match current.filter(|b| b.units < cost) {
+        None => 0,
+        Some(bucket) => wait_until(bucket, cost - bucket.units, options, now),
+    })
 }
 
-/// The moment a bucket already refilled to `now` is full again, if nothing consumes.
-pub fn full_at(current: Option<Bucket>, options: &Options, now: Instant) -> Instant {
-    let Some(bucket) = current else {
-        return now;
-    };
-    let missing = options.capacity_units().saturating_sub(bucket.units);
-    let refills = missing.div_ceil(UNITS_PER_TOKEN);
-    bucket
-        .last_refill
-        .saturating_add(refills.saturating_mul(options.interval_nanos()))
+/// Nanoseconds from `now` until a bucket already refilled to `now` is full again, if
+/// nothing consumes.
+pub fn wait_for_full(current: Option<Bucket>, options: &Options, now: Instant) -> u128 {
+    match current {
+        None => 0,
+        Some(b) => wait_until(
+            b,
+            options.capacity_units().saturating_sub(b.units),
+            options,
+            now,
+        ),
+    }
+}
+
+/// Nanoseconds from `now` until refills alone add at least `units` (> 0) to `bucket`.
+fn wait_until(bucket: Bucket, units: u64, options: &Options, now: Instant) -> u128 {
+    let refills = u128::from(units.div_ceil(options.unit()));
+    let ready = u128::from(bucket.last_refill.as_nanos())
+        .saturating_add(refills.saturating_mul(options.interval_nanos()));
+    ready.saturating_sub(now.as_nanos().into())
 }

@@ -36,7 +36,7 @@ impl Error {
 
     /// The same error about a field nested in `path` (e.g. `requests[2].policy`).
     pub fn within(mut self, path: &str) -> Error {
-        let nest = |name: &mut String| *name = format!("{path}.{name}");
+        let nest = |name: &mut String| *name = join(&[path, ".", name]);
         match &mut self {
             Error::WrongType { field, .. }
             | Error::OutOfRange { field, .. }
@@ -45,6 +45,30 @@ impl Error {
         }
         self
     }
+}
+
+/// The parts, one after the other. Messages are built with this instead of `format!`, which
+/// would pull Rust's formatting machinery into the wasm binary.
+pub fn join(parts: &[&str]) -> String {
+    let mut text = String::with_capacity(parts.iter().map(|p| p.len()).sum());
+    for part in parts {
+        text.push_str(part);
+    }
+    text
+}
+
+/// A number in decimal digits, without `format!`.
+pub fn decimal(mut n: usize) -> String {
+    let mut digits = Vec::new();
+    loop {
+        digits.push(b'0' + (n % 10) as u8);
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    digits.reverse();
+    String::from_utf8(digits).unwrap_or_default()
 }
 
 /// How a message spells the values it quotes. The binding spells them with JavaScript
@@ -63,23 +87,30 @@ impl Error {
                 field,
                 expected,
                 got,
-            } => format!("{field} must be {expected}, got {got}"),
+            } => join(&[field, " must be ", expected, ", got ", got]),
             Error::OutOfRange {
                 field,
                 expected,
                 got,
-            } => format!("{field} must be {expected}, got {}", spell.number(*got)),
+            } => join(&[field, " must be ", expected, ", got ", &spell.number(*got)]),
             Error::UnknownField {
                 object,
                 name,
                 known,
-            } => format!(
-                "{object} has no field {} (the fields are {known})",
-                spell.quoted(name)
-            ),
-            Error::DuplicateKey { field, first } => format!(
-                "{field} repeats the key of {first}: give each key once, with the costs added up"
-            ),
+            } => join(&[
+                object,
+                " has no field ",
+                &spell.quoted(name),
+                " (the fields are ",
+                known,
+                ")",
+            ]),
+            Error::DuplicateKey { field, first } => join(&[
+                field,
+                " repeats the key of ",
+                first,
+                ": give each key once, with the costs added up",
+            ]),
         }
     }
 }
@@ -148,6 +179,13 @@ mod tests {
         for (x, want) in cases {
             assert_eq!(JsNumber(x).to_string(), want);
         }
+    }
+
+    #[test]
+    fn decimals_and_joins() {
+        assert_eq!(decimal(0), "0");
+        assert_eq!(decimal(1203), "1203");
+        assert_eq!(join(&["a", "", "bc"]), "abc");
     }
 
     #[test]

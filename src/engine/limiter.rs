@@ -1,7 +1,7 @@
 //! The keyed limiter: instance options plus one lazy bucket, and maybe a policy, per key.
 
-use super::bucket::{self, full_at, refill, take, wait_for, Bucket, Status};
-use super::error::Error;
+use super::bucket::{self, convert, refill, take, wait_for, wait_for_full, Bucket, Status};
+use super::error::{decimal, join, Error};
 use super::options::{Cost, Options, OptionsPatch};
 use super::store::Store;
 use super::time::{ceil_millis, Instant};
@@ -46,6 +46,8 @@ pub struct AllDecision {
 
 /// A key's bucket as it stands at `now` under the options a call uses.
 struct View {
+    /// Where the key's bucket is stored, if it still is after refilling.
+    at: Option<usize>,
     current: Option<Bucket>,
     options: Options,
     /// The policy the key keeps after the call.
@@ -72,12 +74,20 @@ impl Limiter {
     /// apply to each key without a policy of its own at its next access, except that a
     /// bucket already full at `now` stays full: a raised capacity or a longer interval
     /// does not empty it again. (Full buckets may already have been swept away, so this
-    /// keeps the sweep invisible.) Costs O(stored buckets) only for such changes.
+    /// keeps the sweep invisible.) Costs O(stored buckets) only for such changes, and when
+    /// the capacity crosses `MAX_TOKENS_IN_BILLIONTHS` (the buckets change units).
     pub fn set_options(&mut self, patch: OptionsPatch, now: Instant) -> Result<(), Error> {
         let old = self.options;
         let new = old.patched(patch)?;
-        if new.max_tokens() > old.max_tokens() || new.interval_nanos() > old.interval_nanos() {
-            self.store.drop_full(&old, now);
+        let unfills =
+            new.max_tokens() > old.max_tokens() || new.interval_nanos() > old.interval_nanos();
+        if unfills || new.unit() != old.unit() {
+            self.store.change_defaults(|bucket| {
+                if unfills && refill(Some(bucket), &old, now).is_none() {
+                    return None;
+                }
+                convert(Some(bucket), &old, &new)
+            });
         }
         self.options = new;
         Ok(())
@@ -94,7 +104,7 @@ impl Limiter {
         let view = self.view(key, None, now);
         match take(view.current, cost, &view.options, now) {
             Ok(next) => {
-                self.commit(key, next, view.policy, now);
+                self.commit(key, view.at, next, view.policy, now);
                 true
             }
             Err(()) => false,
@@ -127,7 +137,7 @@ impl Limiter {
         let view = self.view(key, policy, now);
         let outcome = take(view.current, cost, &view.options, now);
         let state = outcome.unwrap_or(view.current);
-        self.commit(key, state, view.policy, now);
+        self.commit(key, view.at, state, view.policy, now);
         Ok(self.decision(outcome.is_ok(), state, cost, &view, now))
     }
 
@@ -143,13 +153,13 @@ impl Limiter {
         for (i, request) in requests.iter().enumerate() {
             if let Some(first) = requests[..i].iter().position(|r| r.key == request.key) {
                 return Err(Error::DuplicateKey {
-                    field: format!("requests[{i}].key"),
-                    first: format!("requests[{first}].key"),
+                    field: join(&["requests[", &decimal(i), "].key"]),
+                    first: join(&["requests[", &decimal(first), "].key"]),
                 });
             }
             let policy = self
                 .resolve(request.policy)
-                .map_err(|e| e.within(&format!("requests[{i}].policy")))?;
+                .map_err(|e| e.within(&join(&["requests[", &decimal(i), "].policy"])))?;
             views.push(self.view(request.key, policy, now));
         }
         let outcomes: Vec<_> = views
@@ -164,7 +174,9 @@ impl Limiter {
                 Ok(next) if allowed => next,
                 _ => view.current,
             };
-            self.commit(request.key, state, view.policy, now);
+            // Earlier members may have moved buckets: find this one again.
+            let at = self.store.position(request.key);
+            self.commit(request.key, at, state, view.policy, now);
             let room = outcome.is_ok();
             results.push(self.decision(room, state, request.cost, view, now));
         }
@@ -194,19 +206,26 @@ impl Limiter {
     fn view(&mut self, key: &[u8], policy: Option<Options>, now: Instant) -> View {
         let mut remembered = None;
         let mut current = None;
+        let mut stored_at = None;
         if let Some(at) = self.store.position(key) {
             let (bucket, own) = self.store.get(at);
             match refill(Some(bucket), own.as_ref().unwrap_or(&self.options), now) {
                 Some(refilled) => {
-                    self.store.set(at, refilled, own);
+                    self.store.set_bucket(at, refilled);
                     remembered = own;
                     current = Some(refilled);
+                    stored_at = Some(at);
                 }
                 None => self.store.remove(at),
             }
         }
-        let options = policy.or(remembered).unwrap_or(self.options);
+        let before = remembered.unwrap_or(self.options);
+        let options = policy.unwrap_or(before);
+        if policy.is_some() && options != before {
+            current = convert(current, &before, &options);
+        }
         View {
+            at: stored_at,
             current: refill(current, &options, now),
             options,
             policy: policy.or(remembered),
@@ -214,9 +233,17 @@ impl Limiter {
         }
     }
 
-    /// Stores the state a call left: a full bucket is not stored at all (nor its policy).
-    fn commit(&mut self, key: &[u8], next: Option<Bucket>, policy: Option<Options>, now: Instant) {
-        match (self.store.position(key), next) {
+    /// Stores the state a call left at the key's position `at` (as its view found it): a full
+    /// bucket is not stored at all (nor its policy).
+    fn commit(
+        &mut self,
+        key: &[u8],
+        at: Option<usize>,
+        next: Option<Bucket>,
+        policy: Option<Options>,
+        now: Instant,
+    ) {
+        match (at, next) {
             (Some(at), Some(bucket)) => self.store.set(at, bucket, policy),
             (Some(at), None) => self.store.remove(at),
             (None, Some(bucket)) => self.store.insert(key, bucket, policy, &self.options, now),
@@ -239,13 +266,11 @@ impl Limiter {
         let wait = if allowed {
             Some(0)
         } else {
-            let wait = wait_for(state, cost, options, now);
-            let full = full_at(state, options, now).saturating_since(now);
-            match wait {
-                Some(w) if !view.remembered || w < full => Some(w),
-                _ if view.remembered => {
-                    (cost.units() <= self.options.capacity_units()).then_some(full)
-                }
+            let ready = wait_for(state, cost, options, now);
+            let full = wait_for_full(state, options, now);
+            match ready {
+                Some(wait) if !view.remembered || wait < full => Some(wait),
+                _ if view.remembered => cost.units(&self.options).map(|_| full),
                 other => other,
             }
         };

@@ -9,11 +9,11 @@ mod store;
 mod time;
 
 pub use bucket::Status;
-pub use error::{Error, JsNumber, Spelling};
+pub use error::{decimal, join, Error, JsNumber, Spelling};
 pub use limiter::{AllDecision, Decision, Limiter, Request};
 pub use options::{
     Cost, Options, OptionsPatch, DEFAULT_MAX_TOKENS, DEFAULT_REFILL_EVERY_SECONDS,
-    MAX_SAFE_INTEGER, UNITS_PER_TOKEN,
+    MAX_SAFE_INTEGER, MAX_TOKENS_IN_BILLIONTHS, UNITS_PER_TOKEN,
 };
 pub use store::SWEEP_STEPS;
 pub use time::Instant;

@@ -7,19 +7,27 @@ use super::error::Error;
 pub const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
 
 /// Tokens are counted in billionths, so fractional costs are exact to 1e-9 and never drift.
-pub const UNITS_PER_TOKEN: u128 = 1_000_000_000;
+pub const UNITS_PER_TOKEN: u64 = 1_000_000_000;
+
+/// The largest capacity whose billionths fit a `u64`. Larger capacities (up to 2^53 - 1)
+/// count whole tokens: their fractional costs round up to a whole token.
+pub const MAX_TOKENS_IN_BILLIONTHS: u64 = u64::MAX / UNITS_PER_TOKEN;
 
 const NANOS_PER_SECOND: f64 = 1e9;
 
 pub const DEFAULT_MAX_TOKENS: u64 = 10;
 pub const DEFAULT_REFILL_EVERY_SECONDS: f64 = 10.0;
 
-/// Options shared by every bucket of a limiter. Always valid.
+/// Options of a bucket: the instance options or a key's policy. Always valid.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Options {
     max_tokens: u64,
     refill_every_seconds: f64,
+    /// May exceed any `Instant` (2^53 s is allowed): such a bucket never refills.
     interval_nanos: u128,
+    /// Units per token: `UNITS_PER_TOKEN`, or 1 for capacities above
+    /// `MAX_TOKENS_IN_BILLIONTHS`.
+    unit: u64,
 }
 
 /// A partial update of [`Options`]: `None` keeps the current value.
@@ -30,9 +38,14 @@ pub struct OptionsPatch {
 }
 
 impl Default for Options {
+    /// 10 tokens, one every 10 s (written out: no error path, no panic in the binary).
     fn default() -> Self {
-        Options::new(DEFAULT_MAX_TOKENS as f64, DEFAULT_REFILL_EVERY_SECONDS)
-            .expect("the defaults are valid")
+        Options {
+            max_tokens: DEFAULT_MAX_TOKENS,
+            refill_every_seconds: DEFAULT_REFILL_EVERY_SECONDS,
+            interval_nanos: DEFAULT_REFILL_EVERY_SECONDS as u128 * 1_000_000_000,
+            unit: UNITS_PER_TOKEN,
+        }
     }
 }
 
@@ -55,12 +68,19 @@ impl Options {
             });
         }
         // Rounded up to whole nanoseconds (at least one): the limiter is never more
-        // generous than asked. The cast saturates for absurdly long intervals.
+        // generous than asked. Exact up to 2^53 s and beyond (the cast saturates).
         let interval_nanos = ((refill_every_seconds * NANOS_PER_SECOND).ceil() as u128).max(1);
+        let max_tokens = max_tokens as u64;
+        let unit = if max_tokens <= MAX_TOKENS_IN_BILLIONTHS {
+            UNITS_PER_TOKEN
+        } else {
+            1
+        };
         Ok(Options {
-            max_tokens: max_tokens as u64,
+            max_tokens,
             refill_every_seconds,
             interval_nanos,
+            unit,
         })
     }
 
@@ -87,13 +107,38 @@ impl Options {
         self.interval_nanos
     }
 
-    /// Capacity in token units.
-    pub fn capacity_units(&self) -> u128 {
-        self.max_tokens as u128 * UNITS_PER_TOKEN
+    /// Units per token.
+    pub fn unit(&self) -> u64 {
+        self.unit
+    }
+
+    /// Capacity in units.
+    pub fn capacity_units(&self) -> u64 {
+        self.max_tokens * self.unit
+    }
+
+    /// `units` counted under `from` instead counted under these options: whole tokens keep,
+    /// fractions of a token are dropped when only whole tokens are counted.
+    pub fn convert_units(&self, units: u64, from: &Options) -> u64 {
+        match self.unit.cmp(&from.unit) {
+            core::cmp::Ordering::Equal => units,
+            core::cmp::Ordering::Less => units / from.unit,
+            // Above this capacity the bucket is full anyway; clamping keeps it in range.
+            core::cmp::Ordering::Greater => units.min(self.max_tokens) * self.unit,
+        }
+    }
+
+    /// Units as the number of tokens a caller sees, correctly rounded below 2^53 units.
+    pub fn tokens(&self, units: u64) -> f64 {
+        if units < 1 << 53 {
+            return units as f64 / self.unit as f64;
+        }
+        let whole = (units / self.unit) as f64;
+        whole + (units % self.unit) as f64 / self.unit as f64
     }
 }
 
-/// What a call costs, in token units. Always finite and >= 0.
+/// What a call costs, in billionths of a token. Always finite and >= 0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Cost(u128);
 
@@ -108,33 +153,39 @@ impl Cost {
                 got: cost,
             });
         }
+        if cost.fract() == 0.0 && cost <= MAX_TOKENS_IN_BILLIONTHS as f64 {
+            return Ok(Cost(u128::from(cost as u64 * UNITS_PER_TOKEN)));
+        }
         // The whole part converts exactly; only the fraction is scaled (and rounded up).
         let whole = cost.trunc();
         let fraction = ((cost - whole) * UNITS_PER_TOKEN as f64).ceil() as u128;
         Ok(Cost(
             (whole as u128)
-                .saturating_mul(UNITS_PER_TOKEN)
+                .saturating_mul(UNITS_PER_TOKEN.into())
                 .saturating_add(fraction),
         ))
     }
 
-    pub const ONE: Cost = Cost(UNITS_PER_TOKEN);
+    pub const ONE: Cost = Cost(UNITS_PER_TOKEN as u128);
     pub const ZERO: Cost = Cost(0);
 
-    pub fn units(self) -> u128 {
+    /// Billionths of a token.
+    pub fn billionths(self) -> u128 {
         self.0
     }
-}
 
-/// Token units as the number of tokens a caller sees, correctly rounded while the units fit
-/// an f64 exactly (below 2^53, about nine million tokens), within one ulp above that.
-pub fn units_to_tokens(units: u128) -> f64 {
-    if units < 1 << 53 {
-        return units as f64 / UNITS_PER_TOKEN as f64;
+    /// The cost in the units of `options`, rounded up; `None` when it exceeds the capacity,
+    /// so that no bucket under these options can ever pay it.
+    pub fn units(self, options: &Options) -> Option<u64> {
+        let units = if options.unit == UNITS_PER_TOKEN {
+            self.0
+        } else {
+            self.0.div_ceil(UNITS_PER_TOKEN.into())
+        };
+        u64::try_from(units)
+            .ok()
+            .filter(|&u| u <= options.capacity_units())
     }
-    let whole = (units / UNITS_PER_TOKEN) as f64;
-    let fraction = (units % UNITS_PER_TOKEN) as f64 / UNITS_PER_TOKEN as f64;
-    whole + fraction
 }
 
 #[cfg(test)]
@@ -144,6 +195,7 @@ mod tests {
     #[test]
     fn defaults_are_ten_tokens_every_ten_seconds() {
         let o = Options::default();
+        assert_eq!(Options::new(10.0, 10.0).unwrap(), o);
         assert_eq!(o.max_tokens(), 10);
         assert_eq!(o.interval_nanos(), 10_000_000_000);
     }
@@ -190,6 +242,21 @@ mod tests {
     }
 
     #[test]
+    fn huge_capacities_count_whole_tokens() {
+        let billionths = Options::new(MAX_TOKENS_IN_BILLIONTHS as f64, 1.0).unwrap();
+        assert_eq!(billionths.unit(), UNITS_PER_TOKEN);
+        let whole = Options::new(MAX_SAFE_INTEGER, 1.0).unwrap();
+        assert_eq!(whole.unit(), 1);
+        assert_eq!(whole.capacity_units(), 9_007_199_254_740_991);
+        assert_eq!(Cost::new(0.1).unwrap().units(&whole), Some(1));
+        assert_eq!(Cost::new(2.0).unwrap().units(&whole), Some(2));
+        assert_eq!(Cost::new(11.0).unwrap().units(&Options::default()), None);
+        assert_eq!(whole.convert_units(2_500_000_000, &billionths), 2);
+        assert_eq!(billionths.convert_units(3, &whole), 3_000_000_000);
+        assert_eq!(Options::default().convert_units(12, &whole), 10_000_000_000);
+    }
+
+    #[test]
     fn a_patch_is_all_or_nothing() {
         let o = Options::default();
         let bad = OptionsPatch {
@@ -210,17 +277,17 @@ mod tests {
 
     #[test]
     fn costs_are_exact_to_a_billionth_and_round_up() {
-        assert_eq!(Cost::new(0.1).unwrap().units(), 100_000_000);
-        assert_eq!(Cost::new(0.3).unwrap().units(), 300_000_000);
-        assert_eq!(Cost::new(1e-12).unwrap().units(), 1);
+        assert_eq!(Cost::new(0.1).unwrap().billionths(), 100_000_000);
+        assert_eq!(Cost::new(0.3).unwrap().billionths(), 300_000_000);
+        assert_eq!(Cost::new(1e-12).unwrap().billionths(), 1);
         assert_eq!(Cost::new(-0.0).unwrap(), Cost::ZERO);
         assert_eq!(
-            Cost::new(MAX_SAFE_INTEGER).unwrap().units(),
-            9_007_199_254_740_991 * UNITS_PER_TOKEN
+            Cost::new(MAX_SAFE_INTEGER).unwrap().billionths(),
+            9_007_199_254_740_991 * u128::from(UNITS_PER_TOKEN)
         );
         for bad in [-1.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -1e-9] {
             assert!(Cost::new(bad).is_err());
         }
-        assert_eq!(units_to_tokens(9_700_000_000), 9.7);
+        assert_eq!(Options::default().tokens(9_700_000_000), 9.7);
     }
 }

@@ -1,50 +1,53 @@
-//! Exact time: whole nanoseconds in `u128`, so epoch milliseconds plus fractional intervals
-//! never drift, however many refills are added up.
+//! Exact time: whole nanoseconds since the Unix epoch in a `u64` (enough until the year
+//! 2554), so epoch milliseconds plus fractional intervals never drift, however many refills
+//! are added up.
 
-const NANOS_PER_MILLI: u128 = 1_000_000;
+const NANOS_PER_MILLI: u64 = 1_000_000;
+
+/// The latest moment a `u64` of nanoseconds holds, in milliseconds.
+const MAX_MILLIS: f64 = (u64::MAX / NANOS_PER_MILLI) as f64;
 
 /// A moment, in nanoseconds since the Unix epoch. Built from the milliseconds the caller
 /// read from its clock; the engine never reads a clock itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
-pub struct Instant(u128);
+pub struct Instant(u64);
 
 impl Instant {
-    /// `ms` as `Date.now()` gives it. Negative, NaN and absurd values cannot come from a real
-    /// clock; they saturate (to 0 or the largest instant) instead of failing, and a clock that
-    /// goes back is handled by the bucket (no refill).
+    /// `ms` as `Date.now()` gives it. Readings no real clock gives (NaN, negative, past the
+    /// year 2554) saturate instead of failing; a clock that goes back is handled by the bucket.
     pub fn from_millis(ms: f64) -> Instant {
         if ms.is_nan() || ms <= 0.0 {
             return Instant(0);
         }
-        let whole = ms.trunc();
-        // Float-to-int casts saturate, so an infinite `ms` becomes `u128::MAX / 1e6`-ish.
-        let nanos = (whole as u128)
-            .saturating_mul(NANOS_PER_MILLI)
-            .saturating_add(((ms - whole) * 1e6) as u128);
+        if ms >= MAX_MILLIS {
+            return Instant(u64::MAX);
+        }
+        let whole = ms as u64;
+        let fraction = ((ms - whole as f64) * 1e6) as u64;
+        Instant(whole * NANOS_PER_MILLI + fraction)
+    }
+
+    pub fn from_nanos(nanos: u64) -> Instant {
         Instant(nanos)
     }
 
-    pub fn from_nanos(nanos: u128) -> Instant {
-        Instant(nanos)
-    }
-
-    pub fn as_nanos(self) -> u128 {
+    pub fn as_nanos(self) -> u64 {
         self.0
     }
 
     /// Nanoseconds from `earlier` to `self`; zero when the clock went back.
-    pub fn saturating_since(self, earlier: Instant) -> u128 {
+    pub fn saturating_since(self, earlier: Instant) -> u64 {
         self.0.saturating_sub(earlier.0)
     }
 
-    pub fn saturating_add(self, nanos: u128) -> Instant {
+    pub fn saturating_add(self, nanos: u64) -> Instant {
         Instant(self.0.saturating_add(nanos))
     }
 }
 
 /// Whole milliseconds covering `nanos`, rounded up: a client that waits this long is never early.
 pub fn ceil_millis(nanos: u128) -> f64 {
-    nanos.div_ceil(NANOS_PER_MILLI) as f64
+    nanos.div_ceil(NANOS_PER_MILLI.into()) as f64
 }
 
 #[cfg(test)]
@@ -64,7 +67,9 @@ mod tests {
     fn impossible_clock_readings_saturate() {
         assert_eq!(Instant::from_millis(f64::NAN).as_nanos(), 0);
         assert_eq!(Instant::from_millis(-5.0).as_nanos(), 0);
-        assert!(Instant::from_millis(f64::INFINITY) > Instant::from_millis(8.64e15));
+        assert_eq!(Instant::from_millis(f64::INFINITY).as_nanos(), u64::MAX);
+        assert_eq!(Instant::from_millis(8.64e15).as_nanos(), u64::MAX);
+        assert!(Instant::from_millis(MAX_MILLIS - 1.0) < Instant::from_millis(MAX_MILLIS));
     }
 
     #[test]

@@ -1,0 +1,391 @@
+// Assembles bench/RESULTS.md and bench/keys.svg from what the benchmarks left in bench/out/:
+// consume.json (#2), memory.json (#3), latency.json (#4), size.json (#6) from the Node benches,
+// engine.log (#1, `ENGINE_BENCH` lines of `cargo bench --bench engine`), e2e.json or e2e.log
+// (#5, bench/e2e/run.sh) and status.txt (what scripts/bench.sh ran, skipped or saw fail).
+// Prints the same tables to stdout. Asserts nothing.
+import { execFileSync } from 'node:child_process';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import { join } from 'node:path';
+import { OUT, ROOT, fmt, fmtRatio, ratio } from './common.mjs';
+
+const read = (name) => {
+  const file = join(OUT, name);
+  return existsSync(file) ? readFileSync(file, 'utf8') : null;
+};
+const readJson = (name) => {
+  const text = read(name);
+  try {
+    return text === null ? null : JSON.parse(text);
+  } catch {
+    return null;
+  }
+};
+
+// ---- inputs ----
+const status = Object.fromEntries(
+  (read('status.txt') ?? '')
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => {
+      const [part, state, seconds, ...note] = line.split('\t');
+      return [part, { state, seconds: Number(seconds), note: note.join(' ') }];
+    }),
+);
+// A part's output counts only if scripts/bench.sh ran it to success in this run (another
+// process may have written bench/out meanwhile); run alone, the report takes what exists.
+const haveStatus = Object.keys(status).length > 0;
+const usable = (part) => !haveStatus || status[part]?.state === 'ok';
+const consume = usable('consume') ? readJson('consume.json') : null;
+const memory = usable('memory') ? readJson('memory.json') : null;
+const latency = usable('latency') ? readJson('latency.json') : null;
+const size = usable('size') ? readJson('size.json') : null;
+const e2eJson = usable('e2e') ? readJson('e2e.json') : null;
+const e2eLines = usable('e2e') ? (read('e2e.log') ?? '').split('\n').filter((l) => l.startsWith('E2E ')) : [];
+const engineLog = usable('engine') ? read('engine.log') ?? '' : '';
+const engine = [];
+let engineGrowth = null;
+for (const line of engineLog.split('\n')) {
+  const fields = (prefix) =>
+    Object.fromEntries(line.slice(prefix.length).trim().split(/\s+/).map((kv) => kv.split('=')).map(([k, v]) => [k, Number(v)]));
+  if (line.startsWith('ENGINE_BENCH ')) engine.push(fields('ENGINE_BENCH '));
+  else if (line.startsWith('ENGINE_BENCH_GROWTH ')) engineGrowth = fields('ENGINE_BENCH_GROWTH ');
+}
+const engineAt = (keys) => engine.find((e) => e.keys === keys);
+
+// ---- machine and versions ----
+const run = (cmd, args) => {
+  try {
+    return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim().split('\n')[0];
+  } catch {
+    return null;
+  }
+};
+const pkgVersion = (dir) => {
+  try {
+    return JSON.parse(readFileSync(join(ROOT, 'node_modules', dir, 'package.json'), 'utf8')).version;
+  } catch {
+    return null;
+  }
+};
+const lockVersion = (name) => {
+  const lock = existsSync(join(ROOT, 'Cargo.lock')) ? readFileSync(join(ROOT, 'Cargo.lock'), 'utf8') : '';
+  return lock.match(new RegExp(`name = "${name}"\\nversion = "([^"]+)"`))?.[1] ?? null;
+};
+const bin = (name) => join(ROOT, 'node_modules', '.bin', name);
+const cargoBin = (name) => join(os.homedir(), '.cargo', 'bin', name);
+const cpus = os.cpus();
+const machine = {
+  cpu: cpus[0]?.model ?? 'unknown',
+  cores: cpus.length,
+  ram_gib: os.totalmem() / 1024 ** 3,
+  os: `${os.type()} ${os.release()} ${os.arch()}`,
+  loadavg: os.loadavg(),
+};
+const versions = {
+  node: process.version,
+  rustc: run(cargoBin('rustc'), ['-V']) ?? run('rustc', ['-V']),
+  'wasm-bindgen': run(cargoBin('wasm-bindgen'), ['-V']) ?? (lockVersion('wasm-bindgen') && `wasm-bindgen ${lockVersion('wasm-bindgen')} (Cargo.lock)`),
+  'wasm-pack': run(cargoBin('wasm-pack'), ['-V']),
+  'wasm-opt': run(bin('wasm-opt'), ['--version']),
+  wrangler: pkgVersion('wrangler'),
+  workerd: pkgVersion('workerd'),
+  governor: lockVersion('governor'),
+};
+
+// ---- helpers ----
+const md = [];
+const out = (line = '') => md.push(line);
+/** A markdown table; the first `left` columns are left-aligned, the others right-aligned. */
+const table = (header, rows, left = 1) => {
+  out(`| ${header.join(' | ')} |`);
+  out(`|${header.map((_, i) => (i < left ? '---' : '---:')).join('|')}|`);
+  for (const row of rows) out(`| ${row.join(' | ')} |`);
+  out();
+};
+const verdict = (ok) => (ok === null || ok === undefined ? 'n/a' : ok ? '**met**' : '**not met**');
+const ns = (x) => (x === null || x === undefined ? '—' : `${fmt(x, x < 100 ? 1 : 0)} ns`);
+const us = (x) => (x === null || x === undefined ? '—' : `${fmt(x / 1000, 1)} µs`);
+const bytesKb = (b) => `${fmt(b)} B (${fmt(b / 1024, 1)} KB)`;
+const partNote = (part) => {
+  const s = status[part];
+  if (!s) return haveStatus ? 'not run' : 'no output in bench/out';
+  if (s.state === 'ok') return null;
+  return `${s.state}${s.note ? `: ${s.note}` : ''}`;
+};
+const missing = (what, part) => {
+  out(`_No results: ${partNote(part) ?? 'no output'}${what ? ` (${what})` : ''}._`);
+  out();
+};
+
+// ---- summary rows, filled per goal ----
+const summary = [];
+const addGoal = (goal, what, measured, baseline, r, target, ok) =>
+  summary.push([goal, what, measured, baseline, r, target, verdict(ok)]);
+
+// ---- goal sections ----
+const sections = [];
+const section = (fn) => {
+  const start = md.length;
+  fn();
+  sections.push(md.splice(start));
+};
+
+// #1 native engine
+section(() => {
+  out('## 1. Native engine: ns per `consume` on an existing key (criterion bench)');
+  out();
+  if (engine.length === 0) return missing('`cargo bench --bench engine` printed no `ENGINE_BENCH` lines; see bench/out/engine.log', 'engine');
+  out('`cargo bench --bench engine` (benches/engine.rs): our `Limiter` beside `governor`\'s keyed limiter on the same keys, clock advanced outside the timed region; median of rounds, see the bench\'s header for the method.');
+  out();
+  table(['live keys', 'ours', 'governor', 'ours/governor'], engine.map((e) => [fmt(e.keys), ns(e.ours_ns), ns(e.governor_ns), fmtRatio(e.ratio ?? ratio(e.ours_ns, e.governor_ns))]));
+  const at10k = engineAt(10_000);
+  if (at10k) {
+    const r = at10k.ratio ?? ratio(at10k.ours_ns, at10k.governor_ns);
+    addGoal('1', 'native consume at 10k keys', ns(at10k.ours_ns), `governor ${ns(at10k.governor_ns)}`, fmtRatio(r), '≤ 0.5× governor', r <= 0.5);
+  }
+  const first = engineAt(1);
+  const last = engineAt(1_000_000);
+  if (first && last) {
+    const growth = last.ours_ns / first.ours_ns;
+    const gGrowth = last.governor_ns / first.governor_ns;
+    out(`Growth from 1 to 1M keys: ours ${fmtRatio(growth)}, governor ${fmtRatio(gGrowth)}.`);
+    out();
+    addGoal('1', 'native growth 1 → 1M keys', `${ns(first.ours_ns)} → ${ns(last.ours_ns)}`, `governor ${fmtRatio(gGrowth)}`, fmtRatio(growth), '≤ 2×', growth <= 2);
+  } else if (engineGrowth) {
+    addGoal('1', 'native growth 1 → 1M keys', fmtRatio(engineGrowth.ours), `governor ${fmtRatio(engineGrowth.governor)}`, fmtRatio(engineGrowth.ours), '≤ 2×', engineGrowth.ours <= 2);
+  }
+});
+
+// #2 shim in Node
+section(() => {
+  out('## 2. ns per `consume` through the JS shim in Node');
+  out();
+  if (!consume) return missing('bench/consume.mjs', 'consume');
+  out(`\`bench/consume.mjs\`: \`RateLimiterServer.consume(key, 1)\` from the installed package, beside a plain-JS Map implementation of the same lazy token bucket (\`PlainJsLimiter\` in bench/common.mjs) and the floor — \`receiveKey(key)\`, a wasm export (\`--features bench-floor\`, wasm-opt'd like the package) that only receives the key string the way the fast path does. Keys \`client-\${i}:api\`, the same string objects for all three; all live (max_tokens 1e15, one token per hour, each key consumed once before timing); access order ${consume.access_order}. Warm-up ${fmt(consume.warmup_calls)} calls, then median of ${consume.rounds} rounds of ${fmt(consume.calls_per_round)} calls, the implementations interleaved round by round. Every call is checked to be allowed.`);
+  out();
+  const row = (label, r) => [label, ns(r.shim_ns), ns(r.plain_ns), ns(r.floor_ns), fmtRatio(ratio(r.shim_ns, r.plain_ns)), fmtRatio(ratio(r.shim_ns, r.floor_ns))];
+  const extra = [];
+  if (consume.limit_10k) extra.push(row('10,000 — `limit()` instead of `consume()`', consume.limit_10k));
+  if (consume.fresh_strings_10k) extra.push(row('10,000 — key string built per call', consume.fresh_strings_10k));
+  table(['live keys', 'shim (wasm)', 'plain JS Map', 'floor', 'shim/plain', 'shim/floor'], [...consume.sizes.map((r) => row(fmt(r.keys), r)), ...extra]);
+  out('The `limit()` row compares `RateLimiterServer.limit(key, 1)` with a plain-JS `limit()` building the same decision object (no policy). The last row builds the key string inside the loop (`\'client-\' + i + \':api\'`), as a request handler would: V8 caches a string\'s hash in the string, so with pre-built keys the plain Map never rehashes a key while the shim must read every key\'s characters.');
+  out();
+  for (const r of consume.sizes) {
+    addGoal('2', `shim consume at ${fmt(r.keys)} ${r.keys === 1 ? 'key' : 'keys'}`, ns(r.shim_ns), `plain JS ${ns(r.plain_ns)}`, fmtRatio(ratio(r.shim_ns, r.plain_ns)), '≤ 1.5× plain JS', ratio(r.shim_ns, r.plain_ns) <= 1.5);
+    if (r.floor_ns !== null) addGoal('2', `shim consume at ${fmt(r.keys)} ${r.keys === 1 ? 'key' : 'keys'}`, ns(r.shim_ns), `floor ${ns(r.floor_ns)}`, fmtRatio(ratio(r.shim_ns, r.floor_ns)), '≤ 2× floor', ratio(r.shim_ns, r.floor_ns) <= 2);
+  }
+});
+
+// #3 memory
+section(() => {
+  out('## 3. Bytes per live bucket at 1M keys');
+  out();
+  if (!memory) return missing('bench/memory.mjs', 'memory');
+  out(`\`bench/memory.mjs\`, one fresh Node process per measurement (wasm linear memory grows in 64 KiB pages and never shrinks). Ours: \`memory.buffer.byteLength\` of the package's wasm instance (the glue's \`initSync()\` returns the instance the node entry started) before and after ${fmt(memory.keys)} first consumes on one fresh \`RateLimiterServer\`. Plain JS: \`process.memoryUsage().heapUsed\` after \`global.gc()\`, before and after the same consumes on the Map limiter. Key strings are built per call in both, so the Map's figure includes the key strings it keeps alive; the engine copies the key bytes into linear memory and the string becomes garbage (its JS heap growth is shown for completeness). 1 MiB = 1 048 576 B.`);
+  out();
+  const MiB = 1024 * 1024;
+  table(['', 'bytes per bucket', `total for ${fmt(memory.keys)} keys`], [
+    ['ours — wasm linear memory growth', fmt(memory.ours_bytes_per_bucket, 1), `${fmt(memory.ours.bytes / MiB, 1)} MiB`],
+    ['ours — JS heap growth (not counted)', fmt(memory.ours.js_heap_bytes / memory.keys, 1), `${fmt(memory.ours.js_heap_bytes / MiB, 1)} MiB`],
+    ['plain JS Map — V8 heap growth', fmt(memory.plain_bytes_per_bucket, 1), `${fmt(memory.plain.bytes / MiB, 1)} MiB`],
+    ['ours / plain', fmtRatio(memory.ratio), ''],
+  ]);
+  addGoal('3', 'bytes per live bucket at 1M keys', `${fmt(memory.ours_bytes_per_bucket, 1)} B`, `plain JS ${fmt(memory.plain_bytes_per_bucket, 1)} B`, fmtRatio(memory.ratio), '≤ 0.5× JS', memory.ratio <= 0.5);
+  addGoal('3', 'wasm memory for 1M live keys', `${fmt(memory.ours.bytes / MiB, 1)} MiB`, `plain JS ${fmt(memory.plain.bytes / MiB, 1)} MiB`, '', '< 64 MiB', memory.ours.bytes < 64 * MiB);
+});
+
+// #4 latency
+section(() => {
+  out('## 4. Worst single call at 1M live keys, sweep included');
+  out();
+  if (!latency) return missing('bench/latency.mjs', 'latency');
+  const s = latency.steady;
+  const g = latency.growth;
+  out(`\`bench/latency.mjs\`: every call timed on its own with \`process.hrtime.bigint()\` (timer overhead ≈ ${fmt(latency.timer_overhead_ns)} ns, included). Time is fake — \`Date.now\` is replaced by a clock the bench advances — so buckets refill to full and get swept within seconds: ${latency.workload}. For each call the bench also records whether the wasm memory grew during it (\`memory.buffer.byteLength\` after every call) and two outside causes of a slow call, recorded, never subtracted: V8 garbage collections of the bench process (\`PerformanceObserver\` 'gc' entries overlapping the call) and OS preemption (an involuntary context switch, \`getrusage\`, process-wide, within the call's ${latency.preemption_chunk_calls}-call chunk). A slow call is the engine's when the wasm memory grew during it, or when neither outside cause overlapped it.`);
+  out();
+  const split = (c) => (c ? `${c.total} (wasm memory grew: ${c.wasm_grew}; V8 GC: ${c.gc}; preempted: ${c.preempted}; engine's: ${c.engine})` : '—');
+  table(['phase', 'calls', 'median', 'p99', 'p99.9', 'max', 'calls > 1 ms'], [
+    ['steady state, ~1M live keys', fmt(s.calls), us(s.median_ns), us(s.p99_ns), us(s.p999_ns), us(s.max_ns), split(s.over_1ms_split)],
+    [`growth 0 → ${fmt(latency.keys)} keys`, fmt(g.calls), us(g.median_ns), us(g.p99_ns), us(g.p999_ns), us(g.max_ns), split(g.over_1ms_split)],
+  ]);
+  const MiB = 1024 * 1024;
+  const tag = (x) => `${x.wasm_grew ? ` (wasm memory grew ${fmt(x.wasm_grew[0] / MiB, 1)} → ${fmt(x.wasm_grew[1] / MiB, 1)} MiB)` : ''}${x.gc ? ` (V8 GC: ${x.gc})` : ''}${x.preempted ? ' (preempted)' : ''}`;
+  out(`Steady state: first consume of a new key (insert + sweep steps) median ${us(s.new_key_median_ns)}, consume of an existing key median ${us(s.existing_key_median_ns)}; ${fmt(s.allowed)} of ${fmt(s.calls)} calls allowed; ≈ ${fmt(s.live_keys_after_estimate)} live keys at the end (sampled); ${s.gc_events} V8 GCs, ${fmt(s.gc_ms_total, 1)} ms in total, during the phase; ${s.preempted_chunks} of ${fmt(s.chunks)} chunks saw an involuntary context switch; wasm memory ${fmt(s.wasm_bytes_start / MiB, 1)} → ${fmt(s.wasm_bytes_end / MiB, 1)} MiB (${s.wasm_memory_grows} grows).`);
+  out();
+  out(`Slowest steady-state calls: ${s.slowest.map((x) => `call #${fmt(x.call)} ${us(x.ns)}${tag(x)}`).join('; ')}.`);
+  out();
+  out(`Slowest calls while growing (keys already stored): ${g.slowest.map((x) => `${fmt(x.keys_before)} keys: ${us(x.ns)}${tag(x)}`).join('; ')}. Spikes at 2^k × 7/8 keys are hash-table resizes (the table rehashes every key in one call), at 2^k keys reallocations of the bucket vector (a copy); growth is outside goal #4 (steady state at 1M) but reported here. A call that long is naturally also preempted.`);
+  out();
+  const sp = s.over_1ms_split;
+  addGoal('4', 'slowest steady-state call at 1M keys', us(s.max_ns), `median ${us(s.median_ns)}`, fmtRatio(s.max_ns / s.median_ns, 0), 'no call > 1 ms', s.over_1ms === 0);
+  if (sp && sp.total > 0) {
+    addGoal('4', "steady-state calls > 1 ms that are the engine's (wasm memory grew, or no V8 GC / preemption)", `${sp.engine} of ${fmt(s.calls)}`, `${sp.total} > 1 ms in all`, '', 'none', sp.engine === 0);
+  }
+  addGoal('4', `slowest call while growing 0 → 1M (info)`, us(g.max_ns), `median ${us(g.median_ns)}`, '', '(not a goal)', null);
+});
+
+// #5 e2e
+section(() => {
+  out('## 5. End to end in workerd');
+  out();
+  if (e2eJson?.variants) {
+    out(`\`bench/e2e/run.sh\`: load from a second process (${e2eJson.machine?.load_generator ?? 'load generator'}) over loopback against a Worker calling a Durable Object over RPC. ${e2eJson.notes ?? ''}`);
+    out();
+    if (e2eJson.params && Object.keys(e2eJson.params).length) {
+      out(`Parameters: ${Object.entries(e2eJson.params).map(([k, v]) => `${k}=${typeof v === 'object' ? JSON.stringify(v) : v}`).join(', ')}.`);
+      out();
+    }
+    table(['variant', 'requests/s', 'p50', 'p99', 'errors', 'non-2xx'], e2eJson.variants.map((v) => [v.name, fmt(v.rps), `${v.p50_ms} ms`, `${v.p99_ms} ms`, fmt(v.errors), fmt(v.non2xx)]));
+    const r = e2eJson.ratios ?? {};
+    const gl = e2eJson.goals ?? {};
+    const by = Object.fromEntries(e2eJson.variants.map((v) => [v.name, v]));
+    addGoal('5', 'workerd: consume requests/s', by.consume ? fmt(by.consume.rps) : '—', by.floor ? `floor ${fmt(by.floor.rps)}` : '—', fmtRatio(r.consume_over_floor_rps, 3), '≥ 0.95× floor', gl.consume_ge_0_95_floor);
+    addGoal('5', 'workerd: consume requests/s', by.consume ? fmt(by.consume.rps) : '—', by['plain-js'] ? `plain JS ${fmt(by['plain-js'].rps)}` : '—', fmtRatio(r.consume_over_plain_js_rps, 3), '≥ 0.98× plain JS', gl.consume_ge_0_98_plain_js);
+    addGoal('5', 'workerd: latency limit() adds (p50)', by.limit && by.none ? `${fmt(by.limit.p50_ms - by.none.p50_ms, 3)} ms` : '—', by['three-call'] && by.none ? `three calls add ${fmt(by['three-call'].p50_ms - by.none.p50_ms, 3)} ms` : '—', fmtRatio(r.limit_added_over_three_call_added_p50, 3), '≤ 0.5× three-call', gl.limit_adds_le_0_5_of_three_call);
+  } else if (e2eLines.length) {
+    out('Output of `bench/e2e/run.sh` (no e2e.json):');
+    out();
+    out('```');
+    for (const l of e2eLines) out(l);
+    out('```');
+    out();
+  } else {
+    missing('bench/e2e/run.sh', 'e2e');
+  }
+});
+
+// #6 size
+section(() => {
+  out('## 6. `.wasm` size and start-up');
+  out();
+  if (!size) return missing('bench/size.mjs', 'size');
+  out(`\`bench/size.mjs\`: \`pkg/rate_limiter_bg.wasm\` as shipped (after \`wasm-opt -Oz\`), raw and \`${size.gzip_tool}\`, beside the prototype's 71 KB / 32 KB (constants; 1 KB = 1024 B). Start-up: median of ${size.cold_processes} fresh Node processes, each timing \`new WebAssembly.Module(bytes)\` then the glue's \`initSync({ module })\` (instantiation + wasm-bindgen start) — what \`pkg/node.js\` does once per process; reading the file and importing the glue are not timed. Extra row: ${size.warm_runs} in-process re-instantiations of the compiled module through the glue (\`resetWasmInstance()\`, \`initSync\`), i.e. without compilation.`);
+  out();
+  table(['', 'ours', 'prototype', 'ratio', 'goal'], [
+    ['raw', bytesKb(size.raw_bytes), bytesKb(size.prototype_raw_bytes), fmtRatio(size.raw_bytes / size.prototype_raw_bytes), '≤ 48 KB'],
+    ['gzip -9', bytesKb(size.gzip_bytes), bytesKb(size.prototype_gzip_bytes), fmtRatio(size.gzip_bytes / size.prototype_gzip_bytes), '≤ 20 KB'],
+    [`compile + instantiate, fresh process (median of ${size.cold_processes})`, `${fmt(size.cold_total_ms, 2)} ms (medians: compile ${fmt(size.cold_compile_ms, 2)}, instantiate ${fmt(size.cold_instantiate_ms, 2)}; slowest process ${fmt(size.cold_total_max_ms, 2)})`, '', '', '≤ 2 ms'],
+    [`instantiate a compiled module (median of ${size.warm_runs})`, `${fmt(size.warm_instantiate_ms, 3)} ms`, '', '', ''],
+  ]);
+  addGoal('6', '.wasm raw', bytesKb(size.raw_bytes), `prototype ${fmt(size.prototype_raw_bytes / 1024)} KB`, fmtRatio(size.raw_bytes / size.prototype_raw_bytes), '≤ 48 KB', size.raw_bytes <= 48 * 1024);
+  addGoal('6', '.wasm gzip -9', bytesKb(size.gzip_bytes), `prototype ${fmt(size.prototype_gzip_bytes / 1024)} KB`, fmtRatio(size.gzip_bytes / size.prototype_gzip_bytes), '≤ 20 KB', size.gzip_bytes <= 20 * 1024);
+  addGoal('6', 'compile + instantiate (Node, fresh process)', `${fmt(size.cold_total_ms, 2)} ms`, '—', '', '≤ 2 ms', size.cold_total_ms <= 2);
+});
+
+// ---- chart ----
+const series = [];
+if (consume) {
+  series.push({ name: 'shim (wasm) in Node', color: '#d62728', points: consume.sizes.map((r) => [r.keys, r.shim_ns]) });
+  series.push({ name: 'plain JS Map in Node', color: '#1f77b4', points: consume.sizes.map((r) => [r.keys, r.plain_ns]) });
+  if (consume.sizes.some((r) => r.floor_ns !== null)) {
+    series.push({ name: 'floor: receive key string (Node)', color: '#7f7f7f', dash: '6 4', points: consume.sizes.filter((r) => r.floor_ns !== null).map((r) => [r.keys, r.floor_ns]) });
+  }
+}
+if (engine.length) {
+  series.push({ name: 'native engine (Rust)', color: '#2ca02c', points: engine.map((e) => [e.keys, e.ours_ns]) });
+  series.push({ name: 'native governor (Rust)', color: '#9467bd', dash: '2 3', points: engine.map((e) => [e.keys, e.governor_ns]) });
+}
+const svg = chart(series);
+writeFileSync(join(ROOT, 'bench', 'keys.svg'), svg);
+
+function chart(list) {
+  const W = 720;
+  const H = 440;
+  const m = { left: 78, right: 250, top: 40, bottom: 62 };
+  const pw = W - m.left - m.right;
+  const ph = H - m.top - m.bottom;
+  const xs = [1, 10_000, 1_000_000];
+  const xLabel = { 1: '1', 10000: '10k', 1000000: '1M' };
+  const x = (k) => m.left + (Math.log10(k) / 6) * pw;
+  const values = list.flatMap((s) => s.points.map((p) => p[1])).filter((v) => v > 0);
+  // Axis ends on the 1-2-5 ladder just outside the data.
+  const ladder = (v, up) => {
+    const d = 10 ** Math.floor(Math.log10(v));
+    const steps = [1, 2, 5, 10].map((f) => f * d);
+    return up ? steps.find((x) => x >= v) : [...steps].reverse().find((x) => x <= v);
+  };
+  const lo = values.length ? ladder(Math.min(...values), false) : 1;
+  const hi = values.length ? ladder(Math.max(...values), true) : 1000;
+  const y = (v) => m.top + ph - ((Math.log10(v) - Math.log10(lo)) / (Math.log10(hi) - Math.log10(lo) || 1)) * ph;
+  const esc = (s) => String(s).replace(/&/g, '&amp;').replace(/</g, '&lt;');
+  const parts = [];
+  parts.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="system-ui, -apple-system, Segoe UI, Helvetica, Arial, sans-serif" font-size="12">`);
+  parts.push(`<rect width="${W}" height="${H}" fill="#ffffff"/>`);
+  parts.push(`<text x="${m.left + pw / 2}" y="22" text-anchor="middle" font-size="15" font-weight="600">ns per consume() on a live key vs live keys</text>`);
+  // y grid: 1, 2, 5 × 10^k
+  const decade = 10 ** Math.floor(Math.log10(lo));
+  for (let d = decade; d <= hi * 1.0001; d *= 10) {
+    for (const f of [1, 2, 5]) {
+      const v = d * f;
+      if (v < lo * 0.9999) continue;
+      if (v > hi * 1.0001) break;
+      const yy = y(v).toFixed(1);
+      parts.push(`<line x1="${m.left}" x2="${m.left + pw}" y1="${yy}" y2="${yy}" stroke="${f === 1 ? '#cccccc' : '#eeeeee'}"/>`);
+      parts.push(`<text x="${m.left - 8}" y="${yy}" dy="4" text-anchor="end" fill="#444">${fmt(v)}</text>`);
+    }
+  }
+  for (const k of xs) {
+    const xx = x(k).toFixed(1);
+    parts.push(`<line x1="${xx}" x2="${xx}" y1="${m.top}" y2="${m.top + ph}" stroke="#eeeeee"/>`);
+    parts.push(`<text x="${xx}" y="${m.top + ph + 18}" text-anchor="middle" fill="#444">${xLabel[k]}</text>`);
+  }
+  parts.push(`<rect x="${m.left}" y="${m.top}" width="${pw}" height="${ph}" fill="none" stroke="#888"/>`);
+  parts.push(`<text x="${m.left + pw / 2}" y="${H - 16}" text-anchor="middle">live keys (log scale)</text>`);
+  parts.push(`<text transform="translate(18 ${m.top + ph / 2}) rotate(-90)" text-anchor="middle">ns per call (log scale)</text>`);
+  if (!list.length) parts.push(`<text x="${m.left + pw / 2}" y="${m.top + ph / 2}" text-anchor="middle" fill="#888">no results</text>`);
+  list.forEach((s, i) => {
+    const pts = s.points.filter((p) => p[1] > 0);
+    const d = pts.map((p, j) => `${j ? 'L' : 'M'}${x(p[0]).toFixed(1)},${y(p[1]).toFixed(1)}`).join(' ');
+    parts.push(`<path d="${d}" fill="none" stroke="${s.color}" stroke-width="2.5"${s.dash ? ` stroke-dasharray="${s.dash}"` : ''}/>`);
+    for (const p of pts) {
+      parts.push(`<circle cx="${x(p[0]).toFixed(1)}" cy="${y(p[1]).toFixed(1)}" r="4" fill="${s.color}"><title>${esc(s.name)}: ${fmt(p[1], 1)} ns at ${fmt(p[0])} keys</title></circle>`);
+    }
+    const ly = m.top + 10 + i * 22;
+    const lx = m.left + pw + 18;
+    parts.push(`<line x1="${lx}" x2="${lx + 26}" y1="${ly}" y2="${ly}" stroke="${s.color}" stroke-width="2.5"${s.dash ? ` stroke-dasharray="${s.dash}"` : ''}/>`);
+    parts.push(`<circle cx="${lx + 13}" cy="${ly}" r="4" fill="${s.color}"/>`);
+    parts.push(`<text x="${lx + 34}" y="${ly}" dy="4">${esc(s.name)}</text>`);
+  });
+  const note = `Node ${process.version} · ${esc(machine.cpu)} · ${machine.cores} cores · ${new Date().toISOString().slice(0, 10)}`;
+  parts.push(`<text x="${W - 8}" y="${H - 6}" text-anchor="end" font-size="10" fill="#666">${note}</text>`);
+  parts.push('</svg>');
+  return parts.join('\n') + '\n';
+}
+
+// ---- RESULTS.md ----
+const date = new Date();
+const totalSeconds = status.total?.seconds;
+out('# Benchmark results');
+out();
+out(`Generated by \`npm run bench\` (scripts/bench.sh) on ${date.toISOString().replace('T', ' ').slice(0, 16)} UTC${totalSeconds ? ` in ${fmt(totalSeconds)} s` : ''}. Benchmarks, not tests: they assert nothing. Every figure is measured beside its baseline in the same run; the ratios are ours / baseline.`);
+out();
+out('## Machine and versions');
+out();
+out(`- CPU: ${machine.cpu}, ${machine.cores} logical cores; RAM ${fmt(machine.ram_gib, 1)} GiB; ${machine.os}`);
+out(`- Load average (1/5/15 min) when the report was written: ${machine.loadavg.map((l) => l.toFixed(2)).join(' / ')}${status.total?.note ? `; ${status.total.note}` : ''} — other processes on the machine add noise to every figure.`);
+out(`- ${Object.entries(versions).map(([k, v]) => `${k}: ${v ?? 'n/a'}`).join('; ')}`);
+out();
+const notes = Object.entries(status).filter(([part, s]) => part !== 'total' && s.state !== 'ok');
+if (notes.length) {
+  out(`Parts not run or failed: ${notes.map(([part, s]) => `${part} — ${s.state}${s.note ? ` (${s.note})` : ''}`).join('; ')}.`);
+  out();
+}
+out('## Summary');
+out();
+out('![ns per consume vs live keys](keys.svg)');
+out();
+const summaryStart = md.length;
+table(['#', 'what', 'measured', 'baseline (same run)', 'ratio', 'goal', 'status'], summary, 2);
+const summaryLines = md.slice(summaryStart);
+for (const s of sections) md.push(...s);
+out('---');
+out();
+out('Raw results: `bench/out/*.json` and `bench/out/*.log` (not committed). Reproduce with `npm run bench`.');
+writeFileSync(join(ROOT, 'bench', 'RESULTS.md'), md.join('\n') + '\n');
+
+// ---- stdout: the same tables ----
+console.log('\n================ benchmark summary ================\n');
+console.log(summaryLines.join('\n'));
+for (const s of sections) console.log(s.join('\n'));
+console.log(`wrote bench/RESULTS.md and bench/keys.svg`);

@@ -1,0 +1,85 @@
+// Goal #6: size of the shipped .wasm (after wasm-opt), raw and gzip -9, beside the prototype's
+// 71 KB / 32 KB; and its compile + instantiate time in Node.
+//  - cold: median of 20 fresh Node processes, each timing `new WebAssembly.Module(bytes)`
+//    (compile) then the glue's `initSync({ module })` (instantiate + wasm-bindgen start), the
+//    way pkg/node.js starts it. File read and module import are not timed.
+//  - warm (extra row): 50 in-process re-instantiations of the already compiled module
+//    through the same glue (`resetWasmInstance()` then `initSync({ module })`).
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { gzipSync } from 'node:zlib';
+import { ROOT, fmt, fmtRatio, installedUrl, median, printTable, writeResult } from './common.mjs';
+
+const WASM = join(ROOT, 'pkg', 'rate_limiter_bg.wasm');
+const PROTOTYPE = { raw: 71 * 1024, gzip: 32 * 1024 };
+const FRESH_PROCESSES = 20;
+const WARM_RUNS = 50;
+
+if (process.argv[2] === 'cold') {
+  // One fresh process: compile + instantiate once, exactly as the node entry does.
+  const glue = await import(installedUrl('rate_limiter.js'));
+  const bytes = readFileSync(WASM);
+  const t0 = process.hrtime.bigint();
+  const module = new WebAssembly.Module(bytes);
+  const t1 = process.hrtime.bigint();
+  glue.initSync({ module });
+  const t2 = process.hrtime.bigint();
+  process.stdout.write(JSON.stringify({ compile_ns: Number(t1 - t0), instantiate_ns: Number(t2 - t1) }));
+} else {
+  const bytes = readFileSync(WASM);
+  const installed = readFileSync(fileURLToPath(installedUrl('rate_limiter_bg.wasm')));
+  if (!bytes.equals(installed)) console.warn('warning: node_modules/@delightstack/rate-limiter is not the same build as pkg/ (run npm run build)');
+  const raw = bytes.length;
+  const gz = spawnSync('gzip', ['-9', '-c', WASM], { maxBuffer: 1 << 24 });
+  const gzip = gz.status === 0 ? gz.stdout.length : gzipSync(bytes, { level: 9 }).length;
+
+  const self = fileURLToPath(import.meta.url);
+  const cold = [];
+  for (let i = 0; i < FRESH_PROCESSES; i++) {
+    const child = spawnSync(process.execPath, [self, 'cold'], { encoding: 'utf8' });
+    if (child.status !== 0) throw new Error(`size.mjs cold failed:\n${child.stderr}`);
+    cold.push(JSON.parse(child.stdout));
+  }
+  const total = cold.map((c) => c.compile_ns + c.instantiate_ns);
+
+  const glue = await import(installedUrl('rate_limiter.js'));
+  const module = new WebAssembly.Module(bytes);
+  const warm = [];
+  for (let i = 0; i < WARM_RUNS + 5; i++) {
+    glue.resetWasmInstance();
+    const t = process.hrtime.bigint();
+    glue.initSync({ module });
+    if (i >= 5) warm.push(Number(process.hrtime.bigint() - t));
+  }
+
+  const result = {
+    wasm: 'pkg/rate_limiter_bg.wasm',
+    raw_bytes: raw,
+    gzip_bytes: gzip,
+    gzip_tool: gz.status === 0 ? 'gzip -9' : 'zlib level 9',
+    prototype_raw_bytes: PROTOTYPE.raw,
+    prototype_gzip_bytes: PROTOTYPE.gzip,
+    cold_processes: FRESH_PROCESSES,
+    cold_compile_ms: median(cold.map((c) => c.compile_ns)) / 1e6,
+    cold_instantiate_ms: median(cold.map((c) => c.instantiate_ns)) / 1e6,
+    cold_total_ms: median(total) / 1e6,
+    cold_total_max_ms: Math.max(...total) / 1e6,
+    warm_runs: WARM_RUNS,
+    warm_instantiate_ms: median(warm) / 1e6,
+  };
+  writeResult('size', result);
+
+  const kb = (b) => `${fmt(b)} B (${fmt(b / 1024, 1)} KB)`;
+  console.log('\nGoal #6 — .wasm size (after wasm-opt) and start-up time in Node\n');
+  printTable(
+    ['', 'ours', 'prototype', 'ratio', 'goal'],
+    [
+      ['raw', kb(raw), kb(PROTOTYPE.raw), fmtRatio(raw / PROTOTYPE.raw), '≤ 48 KB'],
+      ['gzip -9', kb(gzip), kb(PROTOTYPE.gzip), fmtRatio(gzip / PROTOTYPE.gzip), '≤ 20 KB'],
+      [`compile + instantiate, fresh process (median of ${FRESH_PROCESSES})`, `${fmt(result.cold_total_ms, 3)} ms (compile ${fmt(result.cold_compile_ms, 3)} + instantiate ${fmt(result.cold_instantiate_ms, 3)})`, '', '', '≤ 2 ms'],
+      [`instantiate only, compiled module (median of ${WARM_RUNS})`, `${fmt(result.warm_instantiate_ms, 3)} ms`, '', '', ''],
+    ],
+  );
+}
