@@ -1,6 +1,7 @@
 // Shared pieces of the Node benchmarks: the plain-JS baseline, keys, access orders, the
 // fake clock and the JSON results that bench/report.mjs assembles into bench/RESULTS.md.
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { dirname, join } from 'node:path';
 
@@ -11,6 +12,16 @@ export const OUT = join(ROOT, 'bench', 'out');
  * module instance the `node` entry uses. */
 export const INSTALLED = join(ROOT, 'node_modules', '@delightstack', 'rate-limiter');
 export const installedUrl = (file) => pathToFileURL(join(INSTALLED, file)).href;
+
+/** The build of the installed .wasm when this process started (others may rebuild meanwhile). */
+export const WASM_BUILD = (() => {
+  try {
+    const bytes = readFileSync(join(INSTALLED, 'rate_limiter_bg.wasm'));
+    return `${createHash('sha256').update(bytes).digest('hex').slice(0, 12)} (${bytes.length} B)`;
+  } catch {
+    return null;
+  }
+})();
 
 /** The key of client `i`, as every benchmark spells it. */
 export const keyOf = (i) => `client-${i}:api`;
@@ -154,7 +165,7 @@ export function gc() {
 export function writeResult(name, data) {
   mkdirSync(OUT, { recursive: true });
   const file = join(OUT, `${name}.json`);
-  writeFileSync(file, JSON.stringify({ ...data, node: process.version, at: new Date().toISOString() }, null, 2));
+  writeFileSync(file, JSON.stringify({ ...data, wasm_build: WASM_BUILD, node: process.version, at: new Date().toISOString() }, null, 2));
   return file;
 }
 

@@ -365,6 +365,9 @@ out();
 out(`- CPU: ${machine.cpu}, ${machine.cores} logical cores; RAM ${fmt(machine.ram_gib, 1)} GiB; ${machine.os}`);
 out(`- Load average (1/5/15 min) when the report was written: ${machine.loadavg.map((l) => l.toFixed(2)).join(' / ')}${status.total?.note ? `; ${status.total.note}` : ''} — other processes on the machine add noise to every figure.`);
 out(`- ${Object.entries(versions).map(([k, v]) => `${k}: ${v ?? 'n/a'}`).join('; ')}`);
+const builds = [...new Set([consume, memory, latency, size].filter(Boolean).map((r) => r.wasm_build).filter(Boolean))];
+if (builds.length === 1) out(`- Package build measured (sha-256 prefix of the installed .wasm): ${builds[0]}`);
+else if (builds.length > 1) out(`- **Warning:** the package was rebuilt during the run; the Node benches measured different builds: ${builds.join(', ')} — rerun for consistent figures.`);
 out();
 const notes = Object.entries(status).filter(([part, s]) => part !== 'total' && s.state !== 'ok');
 if (notes.length) {

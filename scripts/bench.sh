@@ -61,12 +61,13 @@ if [ ! -f "$wasm" ] || [ ! -f "$installed" ]; then
 elif [ -z "${BENCH_NO_BUILD:-}" ] &&
   { [ -n "$(find src js pkg-template Cargo.toml Cargo.lock -newer "$wasm" -type f 2>/dev/null | head -n 1)" ] ||
     ! cmp -s "$wasm" "$installed"; }; then
+  t0=$(date +%s)
   log "package older than its sources (or not installed): scripts/build.sh"
   if bash scripts/build.sh; then
-    record build ok 0
+    record build ok $(($(date +%s) - t0)) "rebuilt: pkg/ was older than its sources"
   else
     # Benchmark what is installed, but say so and fail at the end.
-    record build failed 0 "scripts/build.sh failed: the installed package was benchmarked"
+    record build failed $(($(date +%s) - t0)) "scripts/build.sh failed: the installed package was benchmarked"
     FAILED+=(build)
   fi
 fi
