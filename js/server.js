@@ -45,6 +45,30 @@ export function defineRateLimiterServer(Base, startWasm) {
   const fast = (key, cost) =>
     typeof key === 'string' && typeof cost === 'number' && key.isWellFormed();
 
+  // A policy for the fast path: a plain object whose own fields are max_tokens and/or
+  // refill_every_seconds, each undefined or a number other than NaN (NaN then means
+  // "absent"). Anything else returns false and takes the general path, which reports it.
+  const policyNumbers = [NaN, NaN];
+  function readPolicy(policy) {
+    policyNumbers[0] = policyNumbers[1] = NaN;
+    if (policy === undefined) return true;
+    if (typeof policy !== 'object' || policy === null || Array.isArray(policy)) return false;
+    try {
+      for (const name of Object.keys(policy)) {
+        if (name !== 'max_tokens' && name !== 'refill_every_seconds') return false;
+      }
+      const max = policy.max_tokens;
+      const every = policy.refill_every_seconds;
+      if (max !== undefined && (typeof max !== 'number' || max !== max)) return false;
+      if (every !== undefined && (typeof every !== 'number' || every !== every)) return false;
+      policyNumbers[0] = max ?? NaN;
+      policyNumbers[1] = every ?? NaN;
+      return true;
+    } catch {
+      return false; // a getter that throws: the general path reads it again and reports
+    }
+  }
+
   return class RateLimiterServer extends Base {
     // Held apart from `this` so the finalizer can reach the limiter after `this` is gone.
     #cell = { limiter: undefined, generation: -1, options: undefined };
@@ -90,7 +114,9 @@ export function defineRateLimiterServer(Base, startWasm) {
     getStatus(key) {
       const limiter = this.#limiter();
       try {
-        return limiter.getStatus(Date.now(), key);
+        return typeof key === 'string' && key.isWellFormed()
+          ? limiter.getStatusText(Date.now(), key)
+          : limiter.getStatus(Date.now(), key);
       } catch (error) {
         throw recover(error);
       }
@@ -108,9 +134,11 @@ export function defineRateLimiterServer(Base, startWasm) {
     limit(key, cost = 1, policy = undefined) {
       const limiter = this.#limiter();
       try {
-        return fast(key, cost)
-          ? limiter.limitText(Date.now(), key, cost, policy)
-          : limiter.limit(Date.now(), key, cost, policy);
+        if (fast(key, cost) && readPolicy(policy)) {
+          const [max, every] = policyNumbers;
+          return limiter.limitText(Date.now(), key, cost, policy !== undefined, max, every);
+        }
+        return limiter.limit(Date.now(), key, cost, policy);
       } catch (error) {
         throw recover(error);
       }

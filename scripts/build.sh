@@ -19,6 +19,8 @@ grep -v "\[Symbol.dispose\]" "$out/rate_limiter.d.ts" > pkg/rate_limiter.d.ts
 printf '\n/** Forgets the current wasm instance; the next initSync starts a fresh one. */\nexport function resetWasmInstance(): void;\n' >> pkg/rate_limiter.d.ts
 cp "$out/rate_limiter_bg.wasm.d.ts" js/server.js js/headers.js js/workerd.js js/node.js js/index.d.ts pkg/
 cp pkg-template/package.json pkg-template/README.md pkg/
+# Small JS helpers of the binding (wasm-bindgen `inline_js`), imported by the glue.
+cp -r "$out/snippets" pkg/snippets
 
 installed=node_modules/@delightstack/rate-limiter
 if [ -d node_modules ]; then

@@ -85,6 +85,42 @@ pub struct RateLimitAllDecision {
     pub results: Vec<RateLimitDecision>,
 }
 
+// Result objects are built by JavaScript in one call each: object literals get a stable
+// shape at once, where setting fields one by one from wasm costs a boundary crossing and a
+// property-name string per field. A negative `retry_after_ms` stands for `null`.
+#[wasm_bindgen(inline_js = "
+export function statusObject(remaining, limit, reset_in_ms) {
+  return { remaining, limit, reset_in_ms };
+}
+export function decisionObject(allowed, remaining, limit, reset_in_ms, retry_after_ms, window_ms) {
+  return {
+    allowed, remaining, limit, reset_in_ms,
+    retry_after_ms: retry_after_ms < 0 ? null : retry_after_ms,
+    window_ms,
+  };
+}
+export function allDecisionObject(allowed, retry_after_ms, results) {
+  return { allowed, retry_after_ms: retry_after_ms < 0 ? null : retry_after_ms, results };
+}
+")]
+extern "C" {
+    #[wasm_bindgen(js_name = statusObject)]
+    fn status_object_js(remaining: f64, limit: f64, reset_in_ms: f64) -> Object;
+
+    #[wasm_bindgen(js_name = decisionObject)]
+    fn decision_object_js(
+        allowed: bool,
+        remaining: f64,
+        limit: f64,
+        reset_in_ms: f64,
+        retry_after_ms: f64,
+        window_ms: f64,
+    ) -> Object;
+
+    #[wasm_bindgen(js_name = allDecisionObject)]
+    fn all_decision_object_js(allowed: bool, retry_after_ms: f64, results: Array) -> Object;
+}
+
 #[wasm_bindgen]
 extern "C" {
     /// A JS string, seen through the one method of it we need.
@@ -197,6 +233,13 @@ impl RateLimiter {
         Ok(Ts::new_unchecked(status_object(&status).into()))
     }
 
+    /// `getStatus` for a well-formed string key: the shim's fast path.
+    #[wasm_bindgen(js_name = getStatusText)]
+    pub fn get_status_text(&mut self, now_ms: f64, key: &str) -> Ts<RateLimiterStatus> {
+        let status = self.engine.status(key.as_bytes(), Instant::from_millis(now_ms));
+        Ts::new_unchecked(status_object(&status).into())
+    }
+
     /// Forgets the bucket of `key` and its policy: it is full at its next access.
     pub fn reset(
         &mut self,
@@ -224,17 +267,25 @@ impl RateLimiter {
         decision
     }
 
-    /// `limit` for a well-formed string key and a number cost: the shim's fast path.
+    /// `limit` for a well-formed string key, a number cost and a policy that the shim has
+    /// read as two numbers (`NaN`: the field is absent; the shim sends real NaNs and
+    /// anything unusual down the general path).
     #[wasm_bindgen(js_name = limitText)]
     pub fn limit_text(
         &mut self,
         now_ms: f64,
         key: &str,
         cost: f64,
-        #[wasm_bindgen(unchecked_optional_param_type = "RateLimiterOptions")] policy: &JsValue,
+        has_policy: bool,
+        max_tokens: f64,
+        refill_every_seconds: f64,
     ) -> Result<Ts<RateLimitDecision>, JsValue> {
         let cost = Cost::new(cost).map_err(to_js_error)?;
-        let policy = read_policy(policy, "policy").map_err(to_js_error)?;
+        let present = |x: f64| (!x.is_nan()).then_some(x);
+        let policy = has_policy.then(|| OptionsPatch {
+            max_tokens: present(max_tokens),
+            refill_every_seconds: present(refill_every_seconds),
+        });
         self.decide(key.as_bytes(), cost, policy, now_ms)
     }
 
@@ -517,45 +568,25 @@ fn describe(value: &JsValue) -> String {
 }
 
 fn status_object(status: &Status) -> Object {
-    let object = Object::new();
-    set_status(&object, status);
-    object
-}
-
-fn set_status(object: &Object, status: &Status) {
-    set(object, "remaining", JsValue::from_f64(status.remaining));
-    set(object, "limit", JsValue::from_f64(status.limit));
-    set(object, "reset_in_ms", JsValue::from_f64(status.reset_in_ms));
+    status_object_js(status.remaining, status.limit, status.reset_in_ms)
 }
 
 fn decision_object(decision: &Decision) -> Object {
-    let object = Object::new();
-    set(&object, "allowed", JsValue::from_bool(decision.allowed));
-    set_status(&object, &decision.status);
-    set(
-        &object,
-        "retry_after_ms",
-        optional_number(decision.retry_after_ms),
-    );
-    set(&object, "window_ms", JsValue::from_f64(decision.window_ms));
-    object
+    let status = &decision.status;
+    decision_object_js(
+        decision.allowed,
+        status.remaining,
+        status.limit,
+        status.reset_in_ms,
+        decision.retry_after_ms.unwrap_or(-1.0),
+        decision.window_ms,
+    )
 }
 
 fn all_decision_object(decision: &AllDecision) -> Object {
-    let object = Object::new();
-    set(&object, "allowed", JsValue::from_bool(decision.allowed));
-    set(
-        &object,
-        "retry_after_ms",
-        optional_number(decision.retry_after_ms),
-    );
     let results: Array = decision.results.iter().map(decision_object).collect();
-    set(&object, "results", results.into());
-    object
-}
-
-fn optional_number(value: Option<f64>) -> JsValue {
-    value.map_or(JsValue::NULL, JsValue::from_f64)
+    let retry = decision.retry_after_ms.unwrap_or(-1.0);
+    all_decision_object_js(decision.allowed, retry, results)
 }
 
 fn set(object: &Object, name: &str, value: JsValue) {
