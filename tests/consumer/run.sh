@@ -54,8 +54,12 @@ const manifest = JSON.parse(fs.readFileSync(process.argv[3]));
 const targets = (e) => (typeof e === 'string' ? [e] : Object.values(e).flatMap(targets));
 const named = new Set(['package.json', ...manifest.files,
   ...[...targets(manifest.exports), manifest.types].map((p) => p.replace(/^\.\//, ''))]);
-const missing = [...named].filter((f) => !packed.has(f));
-const extra = [...packed].filter((f) => !named.has(f));
+// A `files` entry ending in "/" names a directory: every file under it, at least one.
+const dirs = [...named].filter((f) => f.endsWith('/'));
+const inDir = (f) => dirs.some((d) => f.startsWith(d));
+const missing = [...named].filter((f) =>
+  f.endsWith('/') ? ![...packed].some((p) => p.startsWith(f)) : !packed.has(f));
+const extra = [...packed].filter((f) => !named.has(f) && !inDir(f));
 if (missing.length || extra.length) {
   console.error(`missing from tarball: ${missing.join(', ') || '-'}; not named by package.json: ${extra.join(', ') || '-'}`);
   process.exit(1);
