@@ -10,7 +10,7 @@ wasm-pack --log-level warn build --target web --release --out-dir "$out" --out-n
 
 rm -rf pkg && mkdir pkg
 # The features rustc enables by default for wasm32-unknown-unknown; wasm-opt must accept them.
-wasm-opt -Oz --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
+wasm-opt -O3 --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
   --enable-mutable-globals --enable-reference-types --enable-multivalue \
   "$out/rate_limiter_bg.wasm" -o pkg/rate_limiter_bg.wasm
 cat "$out/rate_limiter.js" js/glue-reset.js > pkg/rate_limiter.js

@@ -236,7 +236,9 @@ impl RateLimiter {
     /// `getStatus` for a well-formed string key: the shim's fast path.
     #[wasm_bindgen(js_name = getStatusText)]
     pub fn get_status_text(&mut self, now_ms: f64, key: &str) -> Ts<RateLimiterStatus> {
-        let status = self.engine.status(key.as_bytes(), Instant::from_millis(now_ms));
+        let status = self
+            .engine
+            .status(key.as_bytes(), Instant::from_millis(now_ms));
         Ts::new_unchecked(status_object(&status).into())
     }
 

@@ -309,3 +309,33 @@ fn capacities_beyond_eighteen_billion_count_whole_tokens() {
     .unwrap();
     assert_eq!(l.status(b"k", at(0.0)).remaining, 7.0);
 }
+
+#[test]
+fn many_keys_across_chunks_and_index_tables_stay_exact() {
+    // Enough keys to fill several 4096-slot chunks and grow every index table, with long
+    // (heap) and short (inline) keys, then removals from everywhere.
+    let mut l = limiter(100.0, 3600.0);
+    let key = |i: u32| {
+        if i % 3 == 0 {
+            format!("a-long-key-that-does-not-fit-inline-{i}").into_bytes()
+        } else {
+            format!("k{i}").into_bytes()
+        }
+    };
+    let n = 20_000u32;
+    for i in 0..n {
+        assert!(l.consume(&key(i), cost(f64::from(1 + i % 50)), at(0.0)));
+    }
+    assert_eq!(l.stored_buckets(), n as usize);
+    for i in (0..n).filter(|i| i % 7 == 0 || i % 11 == 0) {
+        l.reset(&key(i));
+    }
+    for i in 0..n {
+        let expected = if i % 7 == 0 || i % 11 == 0 {
+            100.0
+        } else {
+            f64::from(99 - i % 50)
+        };
+        assert_eq!(l.status(&key(i), at(0.0)).remaining, expected, "key {i}");
+    }
+}

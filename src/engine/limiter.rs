@@ -207,8 +207,11 @@ impl Limiter {
         let mut remembered = None;
         let mut current = None;
         let mut stored_at = None;
-        if let Some(at) = self.store.position(key) {
-            let (bucket, own) = self.store.get(at);
+        if let Some((at, (bucket, own))) = self
+            .store
+            .position(key)
+            .and_then(|at| Some((at, self.store.get(at)?)))
+        {
             match refill(Some(bucket), own.as_ref().unwrap_or(&self.options), now) {
                 Some(refilled) => {
                     self.store.set_bucket(at, refilled);

@@ -1,12 +1,16 @@
 //! Keyed storage of the buckets that are not full, with an incremental sweep.
 //!
-//! Buckets live in a dense `Vec` and a hash table maps each key to its position, so a sweep
+//! Buckets live in a dense array and a hash index maps each key to its position, so a sweep
 //! cursor can walk the buckets in order. Every insertion also inspects the next
 //! [`SWEEP_STEPS`] buckets and drops those that have refilled to full: a full bucket equals an
 //! absent one, so dropping it loses nothing, and no call ever does more than constant extra
 //! work. With three inspections per insertion, stale buckets go at least as fast as new ones
 //! arrive once they are a third of the store, so it holds about 1.5 times the buckets that
 //! are not yet full (the property tests check at most 2 times).
+//!
+//! No call may stall on growth either: the array grows in fixed chunks (nothing is ever
+//! copied), and the index is split into [`SHARDS`] tables by hash, so a table that grows
+//! rehashes a thousandth of the keys, not all of them.
 
 use core::hash::BuildHasher;
 
@@ -20,10 +24,48 @@ use super::time::Instant;
 /// Buckets inspected by the sweep per insertion.
 pub const SWEEP_STEPS: usize = 3;
 
-/// 32 bytes on wasm32: the key's heap bytes and the index entry come on top.
+/// Index tables; a key's table is picked by hash bits that hashbrown itself does not use
+/// for the position or the tag within a table.
+const SHARDS: usize = 1024;
+
+/// Slots per chunk of the array (about 192 KiB).
+const CHUNK: usize = 4096;
+
+/// Keys up to this many bytes are stored in the slot itself (IPs, `user:123:login`…).
+const INLINE: usize = 22;
+
+#[derive(Clone)]
+enum Key {
+    Inline { len: u8, bytes: [u8; INLINE] },
+    Heap(Box<[u8]>),
+}
+
+impl Key {
+    fn new(key: &[u8]) -> Key {
+        if key.len() <= INLINE {
+            let mut bytes = [0; INLINE];
+            bytes[..key.len()].copy_from_slice(key);
+            Key::Inline {
+                len: key.len() as u8,
+                bytes,
+            }
+        } else {
+            Key::Heap(key.into())
+        }
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        match self {
+            Key::Inline { len, bytes } => &bytes[..*len as usize],
+            Key::Heap(bytes) => bytes,
+        }
+    }
+}
+
+/// 48 bytes, key included when it is short.
 #[derive(Clone)]
 struct Slot {
-    key: Box<[u8]>,
+    key: Key,
     bucket: Bucket,
     /// The key's own options (a `limit()` policy) in [`Policies`]; `NO_POLICY` follows the
     /// instance options.
@@ -32,22 +74,84 @@ struct Slot {
 
 const NO_POLICY: u32 = 0;
 
+/// The slots, in chunks that are allocated once and never moved.
+#[derive(Clone, Default)]
+struct Slots {
+    chunks: Vec<Vec<Slot>>,
+    len: usize,
+}
+
+impl Slots {
+    fn get(&self, position: usize) -> Option<&Slot> {
+        if position >= self.len {
+            return None;
+        }
+        self.chunks.get(position / CHUNK)?.get(position % CHUNK)
+    }
+
+    fn get_mut(&mut self, position: usize) -> Option<&mut Slot> {
+        if position >= self.len {
+            return None;
+        }
+        self.chunks
+            .get_mut(position / CHUNK)?
+            .get_mut(position % CHUNK)
+    }
+
+    fn push(&mut self, slot: Slot) {
+        let chunk = self.len / CHUNK;
+        if chunk == self.chunks.len() {
+            self.chunks.push(Vec::with_capacity(CHUNK));
+        }
+        self.chunks[chunk].push(slot);
+        self.len += 1;
+    }
+
+    /// Removes the slot at `position`, moving the last slot into its place.
+    fn swap_remove(&mut self, position: usize) -> Option<Slot> {
+        if position >= self.len {
+            return None;
+        }
+        let last_chunk = (self.len - 1) / CHUNK;
+        let last = self.chunks[last_chunk].pop()?;
+        self.len -= 1;
+        // Keep one empty chunk at the end, so a store that hovers at a chunk boundary does
+        // not allocate and free a chunk on every call.
+        if self.chunks.len() > last_chunk + 2 {
+            self.chunks.pop();
+        }
+        if position == self.len {
+            return Some(last);
+        }
+        let hole = &mut self.chunks[position / CHUNK][position % CHUNK];
+        Some(core::mem::replace(hole, last))
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &Slot> {
+        self.chunks.iter().flatten()
+    }
+}
+
 #[derive(Clone)]
 pub struct Store {
-    slots: Vec<Slot>,
-    /// Positions in `slots`, hashed by their key.
-    index: HashTable<u32>,
+    slots: Slots,
+    /// Positions in `slots`, hashed by their key, in [`SHARDS`] tables.
+    index: Vec<HashTable<u32>>,
     /// Seeded per instance: keys are chosen by callers, so the hash must not be predictable.
     hasher: FixedState,
     cursor: usize,
     policies: Policies,
 }
 
+fn shard(hash: u64) -> usize {
+    (hash >> 32) as usize % SHARDS
+}
+
 impl Store {
     pub fn new(seed: u64) -> Store {
         Store {
-            slots: Vec::new(),
-            index: HashTable::new(),
+            slots: Slots::default(),
+            index: (0..SHARDS).map(|_| HashTable::new()).collect(),
             hasher: FixedState::with_seed(seed),
             cursor: 0,
             policies: Policies::default(),
@@ -55,39 +159,51 @@ impl Store {
     }
 
     pub fn len(&self) -> usize {
-        self.slots.len()
+        self.slots.len
+    }
+
+    fn hash(&self, key: &[u8]) -> u64 {
+        self.hasher.hash_one(key)
     }
 
     pub fn position(&self, key: &[u8]) -> Option<usize> {
+        let hash = self.hash(key);
         let slots = &self.slots;
-        self.index
-            .find(self.hasher.hash_one(key), |&i| {
-                &*slots[i as usize].key == key
+        self.index[shard(hash)]
+            .find(hash, |&i| {
+                slots
+                    .get(i as usize)
+                    .is_some_and(|s| s.key.as_bytes() == key)
             })
             .map(|&i| i as usize)
     }
 
     /// The bucket at `position` and the key's own policy, if it has one.
-    pub fn get(&self, position: usize) -> (Bucket, Option<Options>) {
-        let slot = &self.slots[position];
-        (slot.bucket, self.policies.get(slot.policy))
+    pub fn get(&self, position: usize) -> Option<(Bucket, Option<Options>)> {
+        let slot = self.slots.get(position)?;
+        Some((slot.bucket, self.policies.get(slot.policy)))
     }
 
     pub fn set_bucket(&mut self, position: usize, bucket: Bucket) {
-        self.slots[position].bucket = bucket;
+        if let Some(slot) = self.slots.get_mut(position) {
+            slot.bucket = bucket;
+        }
     }
 
     pub fn set(&mut self, position: usize, bucket: Bucket, policy: Option<Options>) {
-        let old = self.slots[position].policy;
+        let Some(old) = self.slots.get(position).map(|s| s.policy) else {
+            return;
+        };
         let new = if self.policies.get(old) == policy {
             old
         } else {
             self.policies.release(old, &self.hasher);
             self.policies.intern(policy, &self.hasher)
         };
-        let slot = &mut self.slots[position];
-        slot.bucket = bucket;
-        slot.policy = new;
+        if let Some(slot) = self.slots.get_mut(position) {
+            slot.bucket = bucket;
+            slot.policy = new;
+        }
     }
 
     /// Stores a bucket for a key that has none, then sweeps a little. `options` are the
@@ -100,15 +216,13 @@ impl Store {
         options: &Options,
         now: Instant,
     ) {
-        let position = self.slots.len() as u32;
-        let hash = self.hasher.hash_one(key);
+        let position = self.slots.len as u32;
+        let hash = self.hash(key);
         let (slots, hasher) = (&self.slots, &self.hasher);
-        self.index.insert_unique(hash, position, |&i| {
-            hasher.hash_one(&*slots[i as usize].key)
-        });
+        self.index[shard(hash)].insert_unique(hash, position, |i| rehash(slots, hasher, i));
         let policy = self.policies.intern(policy, &self.hasher);
         self.slots.push(Slot {
-            key: key.into(),
+            key: Key::new(key),
             bucket,
             policy,
         });
@@ -117,48 +231,66 @@ impl Store {
 
     /// Forgets the bucket at `position`; the last bucket moves into its place.
     pub fn remove(&mut self, position: usize) {
-        let hash = self.hasher.hash_one(&*self.slots[position].key);
-        if let Ok(entry) = self.index.find_entry(hash, |&i| i as usize == position) {
+        let Some(removed) = self
+            .slots
+            .get(position)
+            .map(|s| self.hash(s.key.as_bytes()))
+        else {
+            return;
+        };
+        if let Ok(entry) =
+            self.index[shard(removed)].find_entry(removed, |&i| i as usize == position)
+        {
             entry.remove();
         }
-        let last = self.slots.len() - 1;
+        let last = self.slots.len - 1;
         if position != last {
-            let moved = self.hasher.hash_one(&*self.slots[last].key);
-            if let Some(i) = self.index.find_mut(moved, |&i| i as usize == last) {
-                *i = position as u32;
+            if let Some(moved) = self.slots.get(last).map(|s| self.hash(s.key.as_bytes())) {
+                if let Some(i) = self.index[shard(moved)].find_mut(moved, |&i| i as usize == last) {
+                    *i = position as u32;
+                }
             }
         }
-        let slot = self.slots.swap_remove(position);
-        self.policies.release(slot.policy, &self.hasher);
+        if let Some(slot) = self.slots.swap_remove(position) {
+            self.policies.release(slot.policy, &self.hasher);
+        }
     }
 
     /// Replaces every bucket without a policy of its own by `change(bucket)`, dropping those
-    /// that come back `None` (full); O(stored buckets).
+    /// that come back `None` (full); O(stored buckets), and it rebuilds the index.
     pub fn change_defaults(&mut self, mut change: impl FnMut(Bucket) -> Option<Bucket>) {
-        let before = self.slots.len();
-        self.slots.retain_mut(|slot| {
-            if slot.policy != NO_POLICY {
-                return true;
-            }
-            change(slot.bucket).map(|b| slot.bucket = b).is_some()
-        });
-        if self.slots.len() == before {
-            return;
+        let mut kept = Slots::default();
+        for slot in core::mem::take(&mut self.slots)
+            .chunks
+            .into_iter()
+            .flatten()
+        {
+            let bucket = if slot.policy == NO_POLICY {
+                match change(slot.bucket) {
+                    Some(bucket) => bucket,
+                    None => continue,
+                }
+            } else {
+                slot.bucket
+            };
+            kept.push(Slot { bucket, ..slot });
         }
-        self.index.clear();
+        self.slots = kept;
+        for table in &mut self.index {
+            table.clear();
+        }
         let (slots, hasher) = (&self.slots, &self.hasher);
-        for position in 0..slots.len() {
-            let hash = hasher.hash_one(&*slots[position].key);
-            self.index.insert_unique(hash, position as u32, |&i| {
-                hasher.hash_one(&*slots[i as usize].key)
-            });
+        for (position, slot) in slots.iter().enumerate() {
+            let hash = hasher.hash_one(slot.key.as_bytes());
+            self.index[shard(hash)]
+                .insert_unique(hash, position as u32, |i| rehash(slots, hasher, i));
         }
         self.cursor = 0;
     }
 
     fn sweep(&mut self, options: &Options, now: Instant) {
         for _ in 0..SWEEP_STEPS {
-            if self.cursor >= self.slots.len() {
+            if self.cursor >= self.slots.len {
                 self.cursor = 0;
             }
             let Some(slot) = self.slots.get(self.cursor) else {
@@ -173,6 +305,13 @@ impl Store {
             }
         }
     }
+}
+
+/// The hash of the key at `position`, for an index table that grows.
+fn rehash(slots: &Slots, hasher: &FixedState, position: &u32) -> u64 {
+    slots
+        .get(*position as usize)
+        .map_or(0, |s| hasher.hash_one(s.key.as_bytes()))
 }
 
 /// The policies keys use, each stored once however many keys share it, and freed with the
