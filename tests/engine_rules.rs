@@ -316,7 +316,7 @@ fn many_keys_across_chunks_and_index_tables_stay_exact() {
     // (heap) and short (inline) keys, then removals from everywhere.
     let mut l = limiter(100.0, 3600.0);
     let key = |i: u32| {
-        if i % 3 == 0 {
+        if i.is_multiple_of(3) {
             format!("a-long-key-that-does-not-fit-inline-{i}").into_bytes()
         } else {
             format!("k{i}").into_bytes()
@@ -327,11 +327,11 @@ fn many_keys_across_chunks_and_index_tables_stay_exact() {
         assert!(l.consume(&key(i), cost(f64::from(1 + i % 50)), at(0.0)));
     }
     assert_eq!(l.stored_buckets(), n as usize);
-    for i in (0..n).filter(|i| i % 7 == 0 || i % 11 == 0) {
+    for i in (0..n).filter(|i| i.is_multiple_of(7) || i.is_multiple_of(11)) {
         l.reset(&key(i));
     }
     for i in 0..n {
-        let expected = if i % 7 == 0 || i % 11 == 0 {
+        let expected = if i.is_multiple_of(7) || i.is_multiple_of(11) {
             100.0
         } else {
             f64::from(99 - i % 50)
