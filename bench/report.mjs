@@ -260,7 +260,7 @@ section(() => {
   out('## 6. `.wasm` size and start-up');
   out();
   if (!size) return missing('bench/size.mjs', 'size');
-  out(`\`bench/size.mjs\`: \`pkg/rate_limiter_bg.wasm\` as shipped (after \`wasm-opt -Oz\`), raw and \`${size.gzip_tool}\`, beside the prototype's 71 KB / 32 KB (constants; 1 KB = 1024 B). Start-up: median of ${size.cold_processes} fresh Node processes, each timing \`new WebAssembly.Module(bytes)\` then the glue's \`initSync({ module })\` (instantiation + wasm-bindgen start) — what \`pkg/node.js\` does once per process; reading the file and importing the glue are not timed. Extra row: ${size.warm_runs} in-process re-instantiations of the compiled module through the glue (\`resetWasmInstance()\`, \`initSync\`), i.e. without compilation.`);
+  out(`\`bench/size.mjs\`: \`pkg/rate_limiter_bg.wasm\` as shipped (after \`wasm-opt -O3\`, as scripts/build.sh runs it), raw and \`${size.gzip_tool}\`, beside the prototype's 71 KB / 32 KB (constants; 1 KB = 1024 B). Start-up: median of ${size.cold_processes} fresh Node processes, each timing \`new WebAssembly.Module(bytes)\` then the glue's \`initSync({ module })\` (instantiation + wasm-bindgen start) — what \`pkg/node.js\` does once per process; reading the file and importing the glue are not timed. Extra row: ${size.warm_runs} in-process re-instantiations of the compiled module through the glue (\`resetWasmInstance()\`, \`initSync\`), i.e. without compilation.`);
   out();
   table(['', 'ours', 'prototype', 'ratio', 'goal'], [
     ['raw', bytesKb(size.raw_bytes), bytesKb(size.prototype_raw_bytes), fmtRatio(size.raw_bytes / size.prototype_raw_bytes), '≤ 48 KB'],

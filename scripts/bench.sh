@@ -78,7 +78,7 @@ floor() {
   CARGO_TARGET_DIR=target/bench-floor-cargo wasm-pack --log-level warn build --target web --release \
     --out-dir target/wasm-bench --out-name floor --no-pack -- --features bench-floor
   # The same wasm-opt pass as the package (scripts/build.sh).
-  wasm-opt -Oz --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
+  wasm-opt -O3 --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
     --enable-mutable-globals --enable-reference-types --enable-multivalue \
     target/wasm-bench/floor_bg.wasm -o target/wasm-bench/floor_bg.wasm
 }
