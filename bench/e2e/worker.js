@@ -15,6 +15,7 @@
 // 429, so a misconfigured limiter shows up as non-2xx responses in the results.
 import { DurableObject } from 'cloudflare:workers';
 import { RateLimiterServer } from '@delightstack/rate-limiter';
+import { PlainJsLimiter } from '../plain-limiter.mjs';
 
 export { RateLimiterServer };
 
@@ -29,39 +30,16 @@ export class FloorServer extends DurableObject {
   }
 }
 
-/** The plain-JS baseline: the same lazy token bucket over a Map (as bench/consume.mjs). */
+/** The plain-JS baseline: the token bucket of bench/plain-limiter.mjs, as in bench/consume.mjs. */
 export class PlainJsServer extends DurableObject {
-  buckets = new Map();
-  max = 10;
-  everyMs = 10_000;
+  #limiter = new PlainJsLimiter();
 
   setOptions(options) {
-    if (options.max_tokens !== undefined) this.max = options.max_tokens;
-    if (options.refill_every_seconds !== undefined) this.everyMs = options.refill_every_seconds * 1000;
+    this.#limiter.setOptions(options);
   }
 
-  consume(key, cost = 1) {
-    const now = Date.now();
-    const b = this.buckets.get(key);
-    if (b === undefined) {
-      if (cost > this.max) return false;
-      if (cost > 0) this.buckets.set(key, { tokens: this.max - cost, last: now });
-      return true;
-    }
-    // k whole tokens since the last refill; a full bank makes no progress.
-    const k = Math.floor((now - b.last) / this.everyMs);
-    if (k > 0) {
-      if (b.tokens + k >= this.max) {
-        b.tokens = this.max;
-        b.last = now;
-      } else {
-        b.tokens += k;
-        b.last += k * this.everyMs;
-      }
-    }
-    if (b.tokens < cost) return false;
-    b.tokens -= cost;
-    return true;
+  consume(key, cost) {
+    return this.#limiter.consume(key, cost);
   }
 }
 

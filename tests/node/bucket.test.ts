@@ -1,38 +1,17 @@
 // The token bucket as a consumer sees it (SPEC §2): defaults, depletion, refill, getStatus,
 // reset, cost 0 / above capacity / fractional, and a clock that goes back.
 // Time is Date.now() under vi.useFakeTimers(): nothing here sleeps.
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { RateLimiterServer } from '@delightstack/rate-limiter';
-import type { RateLimiterStatus } from '@delightstack/rate-limiter';
+import { type Ctx, SECOND, T0, newServer, status } from './support';
 
-// What a consumer's suite does. It does not reach inside the package (loaded by Node itself),
-// whose node entry then falls back to its stand-in base class.
-vi.mock('cloudflare:workers', () => ({
-  DurableObject: class {
-    constructor(
-      public ctx: unknown,
-      public env: unknown,
-    ) {}
-  },
-}));
-
-type Ctx = ConstructorParameters<typeof RateLimiterServer>[0];
-
-const SECOND = 1000;
 const DAY = 86_400 * SECOND;
-// 2026-05-01T00:00:00.000Z: a realistic epoch (~1.78e12 ms), where f64 time would drift.
-const T0 = Date.UTC(2026, 4, 1);
 
 let server: RateLimiterServer;
 
+// setup.ts has set the fake clock to T0 by now.
 beforeEach(() => {
-  vi.useFakeTimers();
-  vi.setSystemTime(T0);
-  server = new RateLimiterServer({} as Ctx, {});
-});
-
-afterEach(() => {
-  vi.useRealTimers();
+  server = newServer();
 });
 
 /** Consumes `n` single tokens, each of which must succeed. */
@@ -44,10 +23,6 @@ function take(key: string, n: number): void {
 function drain(key: string): void {
   take(key, 10);
   expect(server.getStatus(key).remaining).toBe(0);
-}
-
-function status(remaining: number, limit: number, reset_in_ms: number): RateLimiterStatus {
-  return { remaining, limit, reset_in_ms };
 }
 
 describe('construction', () => {
@@ -74,7 +49,7 @@ describe('construction', () => {
   });
 
   it('two instances have separate buckets', () => {
-    const other = new RateLimiterServer({} as Ctx, {});
+    const other = newServer();
     drain('k');
     expect(other.getStatus('k')).toEqual(status(10, 10, 0));
     expect(other.consume('k')).toBe(true);

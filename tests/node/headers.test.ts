@@ -3,36 +3,20 @@
 // with a strict Structured Fields list parser (RFC 9651) written here, so both the syntax and
 // the values are checked; X-RateLimit-* and Retry-After are checked as plain values,
 // including the rounding at the edges (times up, tokens down: a client is never early).
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { RateLimiterServer, rateLimitHeaders } from '@delightstack/rate-limiter';
 import type { RateLimitAllDecision, RateLimitDecision, RateLimitRequest } from '@delightstack/rate-limiter';
+import { newServer } from './support';
 
-vi.mock('cloudflare:workers', () => ({
-  DurableObject: class {
-    constructor(
-      public ctx: unknown,
-      public env: unknown,
-    ) {}
-  },
-}));
-
-type Ctx = ConstructorParameters<typeof RateLimiterServer>[0];
-
-const T0 = Date.UTC(2026, 4, 1);
 const SF_INTEGER_MAX = 999_999_999_999_999;
 const IETF = ['RateLimit-Policy', 'RateLimit'];
 const LEGACY = ['X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset'];
 
 let server: RateLimiterServer;
 
+// setup.ts has set the fake clock to T0 by now.
 beforeEach(() => {
-  vi.useFakeTimers();
-  vi.setSystemTime(T0);
-  server = new RateLimiterServer({} as Ctx, {});
-});
-
-afterEach(() => {
-  vi.useRealTimers();
+  server = newServer();
 });
 
 // ---------------------------------------------------------------------------------------

@@ -1,32 +1,16 @@
 // Keys (SPEC §2): any JS string is a key, and every distinct string is a distinct bucket,
 // whatever encoding the engine uses inside (UTF-8 would merge lone surrogates into U+FFFD).
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { RateLimiterServer } from '@delightstack/rate-limiter';
+import { newServer } from './support';
 
-vi.mock('cloudflare:workers', () => ({
-  DurableObject: class {
-    constructor(
-      public ctx: unknown,
-      public env: unknown,
-    ) {}
-  },
-}));
-
-type Ctx = ConstructorParameters<typeof RateLimiterServer>[0];
-
-const T0 = Date.UTC(2026, 4, 1);
 const CAPACITY = 1_000_000;
 
 let server: RateLimiterServer;
 
+// setup.ts has set the fake clock to T0 by now.
 beforeEach(() => {
-  vi.useFakeTimers();
-  vi.setSystemTime(T0);
-  server = new RateLimiterServer({} as Ctx, {});
-});
-
-afterEach(() => {
-  vi.useRealTimers();
+  server = newServer();
 });
 
 /**

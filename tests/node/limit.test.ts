@@ -3,7 +3,7 @@
 // policies (remembered, replaced, forgotten), all-or-nothing limitAll across keys with
 // different policies, and input validation that changes nothing.
 // Time is Date.now() under vi.useFakeTimers(): nothing here sleeps.
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { RateLimiterServer } from '@delightstack/rate-limiter';
 import type {
   RateLimitAllDecision,
@@ -12,41 +12,20 @@ import type {
   RateLimiterStatus,
   RateLimitRequest,
 } from '@delightstack/rate-limiter';
+import { SECOND, newServer, status } from './support';
 
-vi.mock('cloudflare:workers', () => ({
-  DurableObject: class {
-    constructor(
-      public ctx: unknown,
-      public env: unknown,
-    ) {}
-  },
-}));
-
-type Ctx = ConstructorParameters<typeof RateLimiterServer>[0];
 type ErrorKind = 'TypeError' | 'RangeError';
 
 const ERRORS = { TypeError, RangeError } as const;
-const SECOND = 1000;
 const HOUR = 3600 * SECOND;
-// 2026-05-01T00:00:00.000Z: a realistic epoch (~1.78e12 ms), where f64 time would drift.
-const T0 = Date.UTC(2026, 4, 1);
 const DECISION_KEYS = ['allowed', 'limit', 'remaining', 'reset_in_ms', 'retry_after_ms', 'window_ms'];
 
 let server: RateLimiterServer;
 
+// setup.ts has set the fake clock to T0 by now.
 beforeEach(() => {
-  vi.useFakeTimers();
-  vi.setSystemTime(T0);
-  server = new RateLimiterServer({} as Ctx, {});
+  server = newServer();
 });
-
-afterEach(() => {
-  vi.useRealTimers();
-});
-
-function status(remaining: number, limit: number, reset_in_ms: number): RateLimiterStatus {
-  return { remaining, limit, reset_in_ms };
-}
 
 function statuses(keys: readonly string[]): RateLimiterStatus[] {
   return keys.map((key) => server.getStatus(key));

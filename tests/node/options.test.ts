@@ -1,43 +1,22 @@
 // setOptions (SPEC §2): partial updates, clamping, fractional intervals (rounded up to whole
 // nanoseconds) and reset_in_ms (rounded up to whole milliseconds, never early).
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { RateLimiterServer } from '@delightstack/rate-limiter';
 import type { RateLimiterStatus } from '@delightstack/rate-limiter';
+import { SECOND, T0, newServer, status } from './support';
 
-vi.mock('cloudflare:workers', () => ({
-  DurableObject: class {
-    constructor(
-      public ctx: unknown,
-      public env: unknown,
-    ) {}
-  },
-}));
-
-type Ctx = ConstructorParameters<typeof RateLimiterServer>[0];
-
-const SECOND = 1000;
 const DAY_MS = 86_400 * SECOND;
-const T0 = Date.UTC(2026, 4, 1);
 const MAX_SAFE = 9_007_199_254_740_991; // 2^53 - 1
 
 let server: RateLimiterServer;
 
+// setup.ts has set the fake clock to T0 by now.
 beforeEach(() => {
-  vi.useFakeTimers();
-  vi.setSystemTime(T0);
-  server = new RateLimiterServer({} as Ctx, {});
-});
-
-afterEach(() => {
-  vi.useRealTimers();
+  server = newServer();
 });
 
 function take(key: string, n: number): void {
   for (let i = 0; i < n; i++) expect(server.consume(key), `consume #${i + 1}`).toBe(true);
-}
-
-function status(remaining: number, limit: number, reset_in_ms: number): RateLimiterStatus {
-  return { remaining, limit, reset_in_ms };
 }
 
 /** Asserts the options in force by behaviour: capacity and refill interval (in ms). */
@@ -121,7 +100,7 @@ describe('setOptions: partial updates', () => {
   });
 
   it('options belong to the instance', () => {
-    const other = new RateLimiterServer({} as Ctx, {});
+    const other = newServer();
     server.setOptions({ max_tokens: 2, refill_every_seconds: 1 });
     expect(other.getStatus('k')).toEqual(status(10, 10, 0));
     other.consume('k');

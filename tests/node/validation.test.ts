@@ -1,35 +1,19 @@
 // Input validation (SPEC §2): bad costs, keys and options throw TypeError / RangeError from
 // the method itself, with a message that names the field and the value, and change nothing.
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { RateLimiterServer } from '@delightstack/rate-limiter';
 import type { RateLimiterStatus } from '@delightstack/rate-limiter';
+import { SECOND, newServer, status } from './support';
 
-vi.mock('cloudflare:workers', () => ({
-  DurableObject: class {
-    constructor(
-      public ctx: unknown,
-      public env: unknown,
-    ) {}
-  },
-}));
-
-type Ctx = ConstructorParameters<typeof RateLimiterServer>[0];
 type ErrorKind = 'TypeError' | 'RangeError';
 
 const ERRORS = { TypeError, RangeError } as const;
-const SECOND = 1000;
-const T0 = Date.UTC(2026, 4, 1);
 
 let server: RateLimiterServer;
 
+// setup.ts has set the fake clock to T0 by now.
 beforeEach(() => {
-  vi.useFakeTimers();
-  vi.setSystemTime(T0);
-  server = new RateLimiterServer({} as Ctx, {});
-});
-
-afterEach(() => {
-  vi.useRealTimers();
+  server = newServer();
 });
 
 /** The error `fn` throws (synchronously); fails the test when it returns. */
@@ -49,10 +33,6 @@ function expectError(error: Error, kind: ErrorKind, parts: readonly string[]): v
   expect(error).toBeInstanceOf(ERRORS[kind]);
   expect(error.name).toBe(kind);
   for (const part of parts) expect(error.message).toContain(part);
-}
-
-function status(remaining: number, limit: number, reset_in_ms: number): RateLimiterStatus {
-  return { remaining, limit, reset_in_ms };
 }
 
 function statuses(keys: readonly string[]): RateLimiterStatus[] {

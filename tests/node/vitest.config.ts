@@ -12,5 +12,7 @@ export default defineConfig({
   test: {
     environment: 'node',
     include: ['tests/node/**/*.test.ts'],
+    // The cloudflare:workers stand-in and the fake clock at T0, around every test.
+    setupFiles: ['tests/node/setup.ts'],
   },
 });
