@@ -206,7 +206,11 @@ impl RateLimiter {
             return USE_GENERAL_PATH;
         };
         let now = Instant::from_millis(now_ms);
-        u32::from(self.engine.check(key.as_bytes(), cost, now))
+        if self.engine.check(key.as_bytes(), cost, now) {
+            ALLOWED
+        } else {
+            DENIED
+        }
     }
 
     /// `consume` for a well-formed string key and a number cost: the shim's fast path.
@@ -218,7 +222,11 @@ impl RateLimiter {
             return USE_GENERAL_PATH;
         };
         let now = Instant::from_millis(now_ms);
-        u32::from(self.engine.consume(key.as_bytes(), cost, now))
+        if self.engine.consume(key.as_bytes(), cost, now) {
+            ALLOWED
+        } else {
+            DENIED
+        }
     }
 
     /// The bucket of `key` now: `{ remaining, limit, reset_in_ms }`.
