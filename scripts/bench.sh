@@ -99,7 +99,8 @@ part size "$OUT/size.log" node --expose-gc bench/size.mjs
 
 # 5. End to end in workerd, if present.
 if [ -f bench/e2e/run.sh ]; then
-  part e2e "$OUT/e2e.log" bash bench/e2e/run.sh
+  # Three interleaved rounds (medians): single runs on a 2-core machine swing by ±10%.
+  part e2e "$OUT/e2e.log" env ROUNDS="${ROUNDS:-3}" DURATION="${DURATION:-6}" bash bench/e2e/run.sh
 else
   record e2e skipped 0 "bench/e2e/run.sh not present"
 fi
