@@ -243,6 +243,13 @@ section(() => {
     addGoal('5', 'workerd: consume requests/s', by.consume ? fmt(by.consume.rps) : '—', by.floor ? `floor ${fmt(by.floor.rps)}` : '—', fmtRatio(r.consume_over_floor_rps, 3), '≥ 0.95× floor', gl.consume_ge_0_95_floor);
     addGoal('5', 'workerd: consume requests/s', by.consume ? fmt(by.consume.rps) : '—', by['plain-js'] ? `plain JS ${fmt(by['plain-js'].rps)}` : '—', fmtRatio(r.consume_over_plain_js_rps, 3), '≥ 0.98× plain JS', gl.consume_ge_0_98_plain_js);
     addGoal('5', 'workerd: latency limit() adds (p50)', by.limit && by.none ? `${fmt(by.limit.p50_ms - by.none.p50_ms, 3)} ms` : '—', by['three-call'] && by.none ? `three calls add ${fmt(by['three-call'].p50_ms - by.none.p50_ms, 3)} ms` : '—', fmtRatio(r.limit_added_over_three_call_added_p50, 3), '≤ 0.5× three-call', gl.limit_adds_le_0_5_of_three_call);
+    const loop = usable('workerd-loop') ? (read('workerd-loop.log') ?? '').match(/WORKERD_LOOP ours_ns=([\d.]+) plain_ns=([\d.]+) ratio=([\d.]+)/) : null;
+    if (loop) {
+      const diffUs = (Number(loop[1]) - Number(loop[2])) / 1000;
+      const requestUs = by.floor ? 1e6 / by.floor.rps : NaN;
+      out(`Per call inside workerd, without RPC or HTTP (\`bench/workerd-loop/run.mjs\`: one Durable Object runs 2M \`consume()\` calls in a loop, keys built per call, best of 4 rounds): the package ${loop[1]} ns, plain JS ${loop[2]} ns (${loop[3]}×). The difference, ${fmt(diffUs, 3)} µs a call, is ${fmt((100 * diffUs) / requestUs, 2)}% of the ${fmt(requestUs, 0)} µs each request above costs the machine (1 / the floor's requests/s), so request-rate ratios within a few percent are the noise of 2 cores running workerd and the load generator together.`);
+      out();
+    }
   } else if (e2eLines.length) {
     out('Output of `bench/e2e/run.sh` (no e2e.json):');
     out();

@@ -18,7 +18,7 @@ export PATH="$PWD/node_modules/.bin:$HOME/.cargo/bin:$PATH"
 OUT=bench/out
 mkdir -p "$OUT"
 # Results of an earlier run must not pass for this one's.
-rm -f "$OUT"/{consume,memory,latency,size,e2e}.json "$OUT"/{floor-build,engine,consume,memory,latency,size,e2e}.log "$OUT"/status.txt
+rm -f "$OUT"/{consume,memory,latency,size,e2e}.json "$OUT"/{floor-build,engine,consume,memory,latency,size,e2e,workerd-loop}.log "$OUT"/status.txt
 STATUS="$OUT/status.txt"
 START=$(date +%s)
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?')
@@ -101,6 +101,7 @@ part size "$OUT/size.log" node --expose-gc bench/size.mjs
 if [ -f bench/e2e/run.sh ]; then
   # Three interleaved rounds (medians): single runs on a 2-core machine swing by ±10%.
   part e2e "$OUT/e2e.log" env ROUNDS="${ROUNDS:-3}" DURATION="${DURATION:-6}" bash bench/e2e/run.sh
+  part workerd-loop "$OUT/workerd-loop.log" node bench/workerd-loop/run.mjs
 else
   record e2e skipped 0 "bench/e2e/run.sh not present"
 fi
