@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh --browser
 bash scripts/build.sh
+bash scripts/build.sh --trap-switch # test-only copy for tests/node/trap.test.ts
 export PATH="$PWD/node_modules/.bin:$HOME/.cargo/bin:$PATH"
 
 logs=target/test-logs

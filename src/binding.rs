@@ -218,6 +218,7 @@ impl RateLimiter {
     /// `checkText` does.
     #[wasm_bindgen(js_name = consumeText)]
     pub fn consume_text(&mut self, now_ms: f64, key: &str, cost: f64) -> u32 {
+        trap_if_asked(key.as_bytes());
         let Ok(cost) = Cost::new(cost) else {
             return USE_GENERAL_PATH;
         };
@@ -603,6 +604,18 @@ fn set(object: &Object, name: &str, value: JsValue) {
     // Defining a property on a fresh plain object cannot fail.
     let _ = Reflect::set(object, &JsValue::from_str(name), &value);
 }
+
+/// The test-only trap switch (cargo feature `trap-switch`): consuming this key traps, as a
+/// bug in the engine would. Compiled out of every other build.
+#[cfg(all(feature = "trap-switch", target_arch = "wasm32"))]
+fn trap_if_asked(key: &[u8]) {
+    if key == b"\0trap-switch" {
+        core::arch::wasm32::unreachable();
+    }
+}
+
+#[cfg(not(all(feature = "trap-switch", target_arch = "wasm32")))]
+fn trap_if_asked(_key: &[u8]) {}
 
 /// The floor of the Node benchmark: receives a key the way the fast path does, nothing more.
 #[cfg(feature = "bench-floor")]
