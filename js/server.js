@@ -52,8 +52,9 @@ export function defineRateLimiterServer(Base, startWasm) {
   function readPolicy(policy) {
     policyNumbers[0] = policyNumbers[1] = NaN;
     if (policy === undefined) return true;
-    if (typeof policy !== 'object' || policy === null || Array.isArray(policy)) return false;
+    if (typeof policy !== 'object' || policy === null) return false;
     try {
+      if (Array.isArray(policy)) return false; // throws for a revoked Proxy
       for (const name of Object.keys(policy)) {
         if (name !== 'max_tokens' && name !== 'refill_every_seconds') return false;
       }

@@ -121,6 +121,18 @@ extern "C" {
     fn all_decision_object_js(allowed: bool, retry_after_ms: f64, results: Array) -> Object;
 }
 
+// Every JS call that a caller's value can make throw (a Proxy trap, a revoked Proxy, a getter)
+// is imported with `catch`: an exception must never unwind through the binding, which would
+// skip its cleanup and leave the RateLimiter borrowed (every later call would then fail).
+#[wasm_bindgen]
+extern "C" {
+    #[wasm_bindgen(catch, js_namespace = Object, js_name = keys)]
+    fn own_keys(object: &JsValue) -> Result<Array, JsValue>;
+
+    #[wasm_bindgen(catch, js_namespace = Array, js_name = isArray)]
+    fn is_array(value: &JsValue) -> Result<bool, JsValue>;
+}
+
 #[wasm_bindgen]
 extern "C" {
     /// A JS string, seen through the one method of it we need.
@@ -448,7 +460,12 @@ fn read_object<'v>(
     known: &[&str],
     known_text: &'static str,
 ) -> Result<&'v Object, Error> {
-    if !value.is_object() || Array::is_array(value) {
+    let unreadable = || Error::WrongType {
+        field: name.into(),
+        expected: "an object whose fields can be listed",
+        got: "an object that throws when they are".into(),
+    };
+    if !value.is_object() || is_array(value).map_err(|_| unreadable())? {
         return Err(Error::WrongType {
             field: name.into(),
             expected: "an object",
@@ -456,7 +473,7 @@ fn read_object<'v>(
         });
     }
     let object: &Object = value.unchecked_ref();
-    for field in Object::keys(object) {
+    for field in own_keys(value).map_err(|_| unreadable())?.iter() {
         let field = field.as_string().unwrap_or_default();
         if !known.contains(&field.as_str()) {
             return Err(Error::UnknownField {
@@ -518,16 +535,27 @@ type OwnedRequest = (Vec<u8>, Cost, Option<OptionsPatch>);
 
 fn read_requests(requests: &JsValue) -> Result<Vec<OwnedRequest>, Error> {
     const FIELDS: [&str; 3] = ["key", "cost", "policy"];
-    let Some(list) = requests.dyn_ref::<Array>() else {
+    let unreadable = |field: String| Error::WrongType {
+        field,
+        expected: "a readable value",
+        got: "a property that throws when read".into(),
+    };
+    if !is_array(requests).map_err(|_| unreadable("requests".into()))? {
         return Err(Error::WrongType {
             field: "requests".into(),
             expected: "an array",
             got: describe(requests),
         });
-    };
-    let mut out = Vec::with_capacity(list.length() as usize);
-    for (i, request) in list.iter().enumerate() {
-        let path = join(&["requests[", &decimal(i), "]"]);
+    }
+    // Read through Reflect (which catches): the list may be a Proxy or have getters.
+    let length = Reflect::get(requests, &JsValue::from_str("length"))
+        .map_err(|_| unreadable("requests.length".into()))?
+        .as_f64()
+        .unwrap_or(0.0) as u32;
+    let mut out = Vec::new();
+    for i in 0..length {
+        let path = join(&["requests[", &decimal(i as usize), "]"]);
+        let request = Reflect::get_u32(requests, i).map_err(|_| unreadable(path.clone()))?;
         let object = read_object(&request, &path, &FIELDS, "key, cost and policy")?;
         let field = |name: &str| -> Result<(JsValue, String), Error> {
             let field_path = join(&[&path, ".", name]);
@@ -571,7 +599,7 @@ fn describe(value: &JsValue) -> String {
         "a symbol".into()
     } else if value.is_function() {
         "a function".into()
-    } else if Array::is_array(value) {
+    } else if is_array(value).unwrap_or(false) {
         "an array".into()
     } else {
         "an object".into()
