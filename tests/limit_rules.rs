@@ -307,3 +307,33 @@ fn keys_share_policies_and_free_them_with_the_last_key() {
         assert_eq!(l.stored_buckets(), 0);
     }
 }
+
+#[test]
+fn a_retry_is_exact_when_the_policy_lapses_within_the_same_millisecond() {
+    // Found by the fuzzer: instance 7 tokens every 1 ns; the key remembers 14 tokens. A call
+    // without a policy needs 9 tokens: the policy bucket holds them from +4 ns to +8 ns, and
+    // from +9 ns the key is full, forgotten, and the instance capacity (7) can never pay 9.
+    // No whole millisecond falls inside that window, so no wait helps.
+    let mut l = limiter_with(7.0, 1e-9);
+    assert!(
+        l.limit(b"a", cost(9.0), policy(14.0, 1e-9), at_ms(0.0))
+            .unwrap()
+            .allowed
+    );
+    let d = l.limit(b"a", cost(9.0), None, at_ms(0.0)).unwrap();
+    assert!(!d.allowed);
+    assert_eq!(d.retry_after_ms, None);
+}
+
+fn limiter_with(max_tokens: f64, refill_every_seconds: f64) -> Limiter {
+    let mut l = Limiter::new(1);
+    l.set_options(
+        OptionsPatch {
+            max_tokens: Some(max_tokens),
+            refill_every_seconds: Some(refill_every_seconds),
+        },
+        at_ms(0.0),
+    )
+    .unwrap();
+    l
+}

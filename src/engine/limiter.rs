@@ -269,11 +269,13 @@ impl Limiter {
         let wait = if allowed {
             Some(0)
         } else {
-            let ready = wait_for(state, cost, options, now);
+            // Waits are reported in whole milliseconds, so compare the moment the caller
+            // will come back, not the nanosecond the tokens are there.
+            let ready = wait_for(state, cost, options, now).map(whole_millis);
             let full = wait_for_full(state, options, now);
             match ready {
                 Some(wait) if !view.remembered || wait < full => Some(wait),
-                _ if view.remembered => cost.units(&self.options).map(|_| full),
+                _ if view.remembered => cost.units(&self.options).map(|_| whole_millis(full)),
                 other => other,
             }
         };
@@ -285,4 +287,9 @@ impl Limiter {
             window_ms: ceil_millis(window),
         }
     }
+}
+
+/// `nanos` rounded up to whole milliseconds, still in nanoseconds.
+fn whole_millis(nanos: u128) -> u128 {
+    nanos.div_ceil(1_000_000).saturating_mul(1_000_000)
 }
