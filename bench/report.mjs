@@ -37,6 +37,7 @@ const status = Object.fromEntries(
 const haveStatus = Object.keys(status).length > 0;
 const usable = (part) => !haveStatus || status[part]?.state === 'ok';
 const consume = usable('consume') ? readJson('consume.json') : null;
+const churn = usable('churn') ? readJson('churn.json') : null;
 const memory = usable('memory') ? readJson('memory.json') : null;
 const latency = usable('latency') ? readJson('latency.json') : null;
 const size = usable('size') ? readJson('size.json') : null;
@@ -283,6 +284,20 @@ section(() => {
   addGoal('6', '.wasm raw', bytesKb(size.raw_bytes), `prototype ${fmt(size.prototype_raw_bytes / 1024)} KB`, fmtRatio(size.raw_bytes / size.prototype_raw_bytes), '≤ 48 KB', size.raw_bytes <= 48 * 1024);
   addGoal('6', '.wasm gzip -9', bytesKb(size.gzip_bytes), `prototype ${fmt(size.prototype_gzip_bytes / 1024)} KB`, fmtRatio(size.gzip_bytes / size.prototype_gzip_bytes), '≤ 20 KB', size.gzip_bytes <= 20 * 1024);
   addGoal('6', 'compile + instantiate (Node, fresh process)', `${fmt(size.cold_total_ms, 2)} ms`, '—', '', '≤ 2 ms', size.cold_total_ms <= 2);
+});
+
+// Issue 5: key churn and HashDoS (not goals of issue 4; reported beside them)
+section(() => {
+  out('## Key churn and HashDoS');
+  out();
+  if (!churn) return missing('bench/churn.mjs', 'churn');
+  out(`\`bench/churn.mjs\`: ${fmt(churn.keys)} distinct keys streamed through one limiter, each used once and full again 1 s (fake time) later, so about ${fmt(churn.live)} are live at any moment; then consume() on patterned keys beside random keys of the same lengths (100,000 live keys, median of 3 rounds of 1M calls).`);
+  out();
+  table(['', 'value'], [
+    ['peak stored buckets', `${fmt(churn.peak_stored)} (${(churn.peak_stored / churn.live).toFixed(2)}× the live buckets)`],
+    ['peak wasm memory', `${fmt(churn.peak_memory / (1024 * 1024), 1)} MiB`],
+  ]);
+  table(['patterned keys', 'ns per call', 'random keys, same lengths', 'ratio (goal ≤ 1.5×)'], churn.hashdos.map((r) => [r.name, fmt(r.ns, 1), fmt(r.random_ns, 1), fmtRatio(r.ratio)]));
 });
 
 // ---- chart ----

@@ -18,7 +18,7 @@ export PATH="$PWD/node_modules/.bin:$HOME/.cargo/bin:$PATH"
 OUT=bench/out
 mkdir -p "$OUT"
 # Results of an earlier run must not pass for this one's.
-rm -f "$OUT"/{consume,memory,latency,size,e2e}.json "$OUT"/{floor-build,engine,consume,memory,latency,size,e2e,workerd-loop}.log "$OUT"/status.txt
+rm -f "$OUT"/{consume,memory,latency,size,e2e,churn}.json "$OUT"/{floor-build,engine,consume,memory,latency,size,e2e,workerd-loop}.log "$OUT"/status.txt
 STATUS="$OUT/status.txt"
 START=$(date +%s)
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?')
@@ -96,6 +96,7 @@ part consume "$OUT/consume.log" node --expose-gc bench/consume.mjs
 part memory "$OUT/memory.log" node --expose-gc bench/memory.mjs
 part latency "$OUT/latency.log" node --expose-gc bench/latency.mjs
 part size "$OUT/size.log" node --expose-gc bench/size.mjs
+part churn "$OUT/churn.log" node bench/churn.mjs
 
 # 5. End to end in workerd, if present.
 if [ -f bench/e2e/run.sh ]; then

@@ -339,3 +339,20 @@ fn many_keys_across_chunks_and_index_tables_stay_exact() {
         assert_eq!(l.status(&key(i), at(0.0)).remaining, expected, "key {i}");
     }
 }
+
+#[test]
+fn two_million_distinct_keys_keep_the_store_bounded() {
+    // Each key is used once and is full again 1 s later; with 1,000 new keys per second of
+    // (injected) time about 1,000 are live at any moment: the store stays near that, never
+    // near the 2,000,000 keys seen.
+    let mut l = limiter(1.0, 1.0);
+    let mut peak = 0;
+    for i in 0..2_000_000u32 {
+        assert!(l.consume(&i.to_le_bytes(), Cost::ONE, at(f64::from(i) * 0.001)));
+        peak = peak.max(l.stored_buckets());
+    }
+    assert!(
+        peak <= 2 * 1_001,
+        "peak {peak} stored buckets for about 1,000 live"
+    );
+}

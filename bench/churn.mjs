@@ -1,0 +1,70 @@
+// Key churn (issue 5): 2,000,000 distinct keys streamed through one limiter instance, each
+// used once; with fake time about 100,000 buckets are not yet full at any moment. Reports the
+// peak number of stored buckets and the peak wasm memory: both must follow the live buckets,
+// not the 2M keys seen. Then a HashDoS check: ns per consume on adversarially patterned keys
+// (long shared prefixes, sequential numbers) beside random keys, same instance kind, same run.
+import { RateLimiterServer } from '@delightstack/rate-limiter';
+import { initSync, RateLimiter } from '../node_modules/@delightstack/rate-limiter/rate_limiter.js';
+import { fmt, printTable, writeResult } from './common.mjs';
+
+new RateLimiterServer({}, {}); // the node entry has started the wasm instance by now
+const memory = () => initSync().memory.buffer.byteLength; // the instance already started
+const MiB = 1024 * 1024;
+
+// --- churn: 100 new keys per fake millisecond, each full again 1 s after its one use.
+const KEYS = 2_000_000;
+const PER_MS = 100;
+const churn = new RateLimiter(1, 2);
+let now = 1_800_000_000_000;
+churn.setOptions(now, { max_tokens: 1, refill_every_seconds: 1 });
+const before = memory();
+let peakStored = 0;
+let peakMemory = before;
+for (let i = 0; i < KEYS; i++) {
+  if (i % PER_MS === 0) now += 1;
+  if (churn.consumeText(now, `client-${i}:api`, 1) !== 1) throw new Error(`key ${i} denied`);
+  if (i % 1000 === 0) {
+    peakStored = Math.max(peakStored, churn.storedBuckets);
+    peakMemory = Math.max(peakMemory, memory());
+  }
+}
+const live = PER_MS * 1000;
+console.log(`\nKey churn: ${fmt(KEYS)} distinct keys, ${PER_MS} new per fake ms, each full again after 1 s (≈ ${fmt(live)} live)\n`);
+printTable(['', 'value'], [
+  ['peak stored buckets', fmt(peakStored)],
+  ['peak stored / live', `${(peakStored / live).toFixed(2)}×`],
+  ['wasm memory before', `${(before / MiB).toFixed(1)} MiB`],
+  ['peak wasm memory', `${(peakMemory / MiB).toFixed(1)} MiB`],
+]);
+
+// --- HashDoS: the same number of live keys, random vs patterned.
+const N = 100_000;
+const CALLS = 1_000_000;
+// Random keys of the same lengths as each pattern, so only the pattern differs.
+const randomLike = (keys) =>
+  keys.map((k) => Array.from({ length: k.length }, () => 'abcdefghijklmnopqrstuvwxyz0123456789'[Math.floor(Math.random() * 36)]).join(''));
+const patterns = {
+  'shared 200-char prefix': Array.from({ length: N }, (_, i) => `${'p'.repeat(200)}${i}`),
+  'sequential numbers': Array.from({ length: N }, (_, i) => String(i)),
+};
+function nsPerCall(keys) {
+  const server = new RateLimiterServer({}, {});
+  server.setOptions({ max_tokens: 1e15, refill_every_seconds: 3600 });
+  for (const key of keys) server.consume(key, 1);
+  const times = [];
+  for (let round = 0; round < 3; round++) {
+    const start = process.hrtime.bigint();
+    for (let i = 0; i < CALLS; i++) server.consume(keys[(i * 7919) % N], 1);
+    times.push(Number(process.hrtime.bigint() - start) / CALLS);
+  }
+  return times.sort((x, y) => x - y)[1];
+}
+const rows = [];
+for (const [name, keys] of Object.entries(patterns)) {
+  const random = nsPerCall(randomLike(keys));
+  const patterned = nsPerCall(keys);
+  rows.push({ name, ns: patterned, random_ns: random, ratio: patterned / random });
+}
+console.log(`\nHashDoS: consume() on ${fmt(N)} live keys, ${fmt(CALLS)} calls, median of 3 rounds\n`);
+printTable(['patterned keys', 'ns per call', 'random keys, same lengths', 'ratio'], rows.map((r) => [r.name, r.ns.toFixed(1), r.random_ns.toFixed(1), `${r.ratio.toFixed(2)}×`]));
+writeResult('churn', { keys: KEYS, live, peak_stored: peakStored, memory_before: before, peak_memory: peakMemory, hashdos: rows });
