@@ -12,7 +12,7 @@ import type {
   RateLimiterStatus,
   RateLimitRequest,
 } from '@delightstack/rate-limiter';
-import { SECOND, newServer, status } from './support';
+import { SECOND, newServer, status, thrown } from './support';
 
 type ErrorKind = 'TypeError' | 'RangeError';
 
@@ -59,18 +59,6 @@ function expectDecisionShape(d: unknown): asserts d is RateLimitDecision {
 /** The status part of a decision, to compare with getStatus. */
 function statusOf(d: RateLimitDecision): RateLimiterStatus {
   return status(d.remaining, d.limit, d.reset_in_ms);
-}
-
-/** The error `fn` throws (synchronously); fails the test when it returns. */
-function thrown(fn: () => unknown): Error {
-  let result: unknown;
-  try {
-    result = fn();
-  } catch (error) {
-    expect(error).toBeInstanceOf(Error);
-    return error as Error;
-  }
-  throw new Error(`expected a throw, but the call returned ${JSON.stringify(result)}`);
 }
 
 function expectError(error: Error, kind: ErrorKind, message: string): void {

@@ -1,5 +1,6 @@
 // Shared by the Node behaviour suite (tests/node/*.test.ts). The fake clock itself is set up
 // around every test by setup.ts; this module only names what the test files refer to.
+import { expect } from 'vitest';
 import { RateLimiterServer } from '@delightstack/rate-limiter';
 import type { RateLimiterStatus } from '@delightstack/rate-limiter';
 
@@ -18,4 +19,16 @@ export function newServer(): RateLimiterServer {
 /** A getStatus() result, to compare with toEqual. */
 export function status(remaining: number, limit: number, reset_in_ms: number): RateLimiterStatus {
   return { remaining, limit, reset_in_ms };
+}
+
+/** The error `fn` throws (synchronously); fails the test when it returns. */
+export function thrown(fn: () => unknown): Error {
+  let result: unknown;
+  try {
+    result = fn();
+  } catch (error) {
+    expect(error).toBeInstanceOf(Error);
+    return error as Error;
+  }
+  throw new Error(`expected a throw, but the call returned ${JSON.stringify(result) ?? String(result)}`);
 }

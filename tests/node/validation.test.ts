@@ -3,7 +3,7 @@
 import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { RateLimiterServer } from '@delightstack/rate-limiter';
 import type { RateLimiterStatus } from '@delightstack/rate-limiter';
-import { SECOND, newServer, status } from './support';
+import { SECOND, newServer, status, thrown } from './support';
 
 type ErrorKind = 'TypeError' | 'RangeError';
 
@@ -15,18 +15,6 @@ let server: RateLimiterServer;
 beforeEach(() => {
   server = newServer();
 });
-
-/** The error `fn` throws (synchronously); fails the test when it returns. */
-function thrown(fn: () => unknown): Error {
-  let result: unknown;
-  try {
-    result = fn();
-  } catch (error) {
-    expect(error).toBeInstanceOf(Error);
-    return error as Error;
-  }
-  throw new Error(`expected a throw, but the call returned ${String(result)}`);
-}
 
 /** Asserts the class, the name (kept over RPC) and the message fragments of `error`. */
 function expectError(error: Error, kind: ErrorKind, parts: readonly string[]): void {
