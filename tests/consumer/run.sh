@@ -94,14 +94,25 @@ ok "package.json unchanged, no package-lock.json"
   if (ok !== true || s.remaining !== 9 || s.limit !== 10) throw new Error(`consume ${ok}, status ${JSON.stringify(s)}`);
 ') || fail "the node entry of the installed package"
 ok "under plain Node the package resolves to node_modules/$pkg_name/node.js and consume()/getStatus() work"
+(cd "$here" && node --input-type=module -e '
+  const url = import.meta.resolve("@delightstack/rate-limiter/middleware");
+  const want = new URL("node_modules/@delightstack/rate-limiter/middleware.js", `file://${process.cwd()}/`).href;
+  if (url !== want) throw new Error(`resolved ${url}, want ${want}`);
+  const { clientKey } = await import("@delightstack/rate-limiter/middleware");
+  const key = clientKey(new Request("https://x/", { headers: { "CF-Connecting-IP": "2001:db8::1" } }));
+  if (key !== "2001:db8:0:0::/64") throw new Error(`clientKey gave ${key}`);
+') || fail "the /middleware subpath of the installed package"
+ok "@delightstack/rate-limiter/middleware resolves to node_modules/$pkg_name/middleware.js and loads without the wasm"
 
 step "4. tsc --noEmit -p tests/consumer (root's tsc; @cloudflare/workers-types found by walking up)"
 "$bin/tsc" --noEmit -p "$here" --listFiles >"$tmp/tsc.out" 2>&1 \
   || { grep -v '^/' "$tmp/tsc.out" >&2; fail "tsc --noEmit -p tests/consumer"; }
-ok "tsc: no type error, and every @ts-expect-error is needed ($(grep -c '@ts-expect-error' "$here/src/typecheck.ts") of them in src/typecheck.ts)"
-grep -qxF "$installed/index.d.ts" "$tmp/tsc.out" \
-  || fail "tsc did not take the package types from tests/consumer/node_modules: $(grep rate-limiter "$tmp/tsc.out" | tr '\n' ' ')"
-ok "tsc took the package types from tests/consumer/node_modules/$pkg_name/index.d.ts"
+ok "tsc: no type error, and every @ts-expect-error is needed ($(cat "$here"/src/*.ts | grep -c '@ts-expect-error') of them in src/typecheck.ts and src/middleware.ts)"
+for types in index.d.ts middleware.d.ts; do
+  grep -qxF "$installed/$types" "$tmp/tsc.out" \
+    || fail "tsc did not take $types from tests/consumer/node_modules: $(grep rate-limiter "$tmp/tsc.out" | tr '\n' ' ')"
+  ok "tsc took the package types from tests/consumer/node_modules/$pkg_name/$types"
+done
 grep -qxF "$(realpath "$root/node_modules/@cloudflare/workers-types")/index.d.ts" "$tmp/tsc.out" \
   || fail "tsc did not load the root's @cloudflare/workers-types"
 ok "tsc found @cloudflare/workers-types in the root node_modules through \"types\" in tsconfig.json"

@@ -1,0 +1,130 @@
+// Types of `@delightstack/rate-limiter/middleware`. Hono's types are matched structurally:
+// nothing here imports hono, and the package has no dependency on it.
+import type {
+  RateLimitAllDecision,
+  RateLimitDecision,
+  RateLimiterOptions,
+  RateLimitRequest,
+} from './index.js';
+
+/** A limit: the limiter's policy fields plus `name`, its bucket and its name in the headers. */
+export interface RateLimitPolicy extends RateLimiterOptions {
+  /** Printable ASCII. Default `"default"`; in an array `"default-1"`, `"default-2"`… */
+  name?: string;
+}
+
+/** What the middleware needs of `DurableObjectNamespace<RateLimiterServer>`. */
+export interface RateLimiterNamespace<Id = any> {
+  idFromName(name: string): Id;
+  get(id: Id): RateLimiterStub;
+}
+
+/** What the middleware calls on a `RateLimiterServer` stub. */
+export interface RateLimiterStub {
+  limit(key: string, cost?: number, policy?: RateLimiterOptions): Promise<RateLimitDecision>;
+  limitAll(requests: RateLimitRequest[]): Promise<RateLimitAllDecision>;
+}
+
+/**
+ * Options of `rateLimit`, `honoRateLimit` and `checkRateLimit`. `E` is the Worker's env,
+ * `C` the third argument of the functions below: the `ExecutionContext` of a fetch handler,
+ * or Hono's `c`.
+ */
+export interface RateLimitMiddlewareOptions<E = any, C = unknown> {
+  /** The binding's name in env (`'LIMITER'`), the namespace itself, or a function of env. */
+  binding: string | RateLimiterNamespace | ((env: E) => RateLimiterNamespace);
+  /** One limit, or several applied all or nothing (one `limitAll` call). */
+  policy: RateLimitPolicy | readonly RateLimitPolicy[];
+  /**
+   * The client: one Durable Object per key (`idFromName(key)`). Default `clientKey(request)`:
+   * CF-Connecting-IP, IPv6 cut to its /64, `"unknown"` (one shared bucket) without it.
+   */
+  key?(request: Request, env: E, context: C): string | Promise<string>;
+  /** Tokens this request takes from every policy. Default 1. */
+  cost?: number | ((request: Request, env: E, context: C) => number | Promise<number>);
+  /**
+   * The response to a denied request, instead of the problem+json 429. The rate-limit
+   * headers are added to it (headers it already has are kept; RateLimit lists are appended).
+   */
+  denied?(
+    request: Request,
+    decision: RateLimitDecision | RateLimitAllDecision,
+    env: E,
+    context: C,
+  ): Response | Promise<Response>;
+  /**
+   * When the Durable Object call fails (overloaded, network, reset): `false` (default) answers
+   * 503 problem+json with `Retry-After: 1`; `true` runs the handler, without rate-limit
+   * headers. A `TypeError` or `RangeError` (bad policy, cost, key or binding) is a bug and is
+   * always thrown.
+   */
+  failOpen?: boolean;
+  /** Called with each limiter failure, before failOpen applies. Default: `console.error`. */
+  onError?(error: unknown, request: Request): void;
+}
+
+/** The outcome of `checkRateLimit`. */
+export interface RateLimitCheck {
+  /** Answer this instead of running the handler (the 429, or the 503 when failing closed); null: go on. */
+  response: Response | null;
+  /** The rate-limit headers for the handler's response (none when the limiter failed). */
+  headers: Record<string, string>;
+  /** The limiter's decision; null when the call failed. */
+  decision: RateLimitDecision | RateLimitAllDecision | null;
+  /** The limiter failure, when `decision` is null. */
+  error: unknown;
+}
+
+/** The body of a 429 (RFC 9457, the draft's quota-exceeded problem type). */
+export interface QuotaExceededProblem {
+  type: typeof QUOTA_EXCEEDED_TYPE;
+  title: string;
+  status: 429;
+  detail: string;
+  /** Names of the policies that denied the request. */
+  'violated-policies': string[];
+}
+
+export declare const QUOTA_EXCEEDED_TYPE: 'https://iana.org/assignments/http-problem-types#quota-exceeded';
+/** The key of requests without CF-Connecting-IP. */
+export declare const UNKNOWN_CLIENT: 'unknown';
+
+/** The default key: CF-Connecting-IP, IPv6 cut to its /64 prefix, else `"unknown"`. */
+export declare function clientKey(request: Request): string;
+
+/** One decision for a request, for frameworks this package has no adapter for. */
+export declare function checkRateLimit<E, C = undefined>(
+  request: Request,
+  env: E,
+  options: RateLimitMiddlewareOptions<E, C>,
+  context?: C,
+): Promise<RateLimitCheck>;
+
+/** A copy of `response` with the headers added (RateLimit lists appended, others kept). */
+export declare function withHeaders(response: Response, headers: Record<string, string>): Response;
+
+/**
+ * Wraps a fetch handler: `export default { fetch: rateLimit(options)(handler) }`. Denied
+ * requests get the 429 and never reach the handler; allowed ones get the headers.
+ */
+export declare function rateLimit<E = any>(
+  options: RateLimitMiddlewareOptions<E, ExecutionContext>,
+): <R extends Request, Env extends E, Ctx extends ExecutionContext>(
+  handler: (request: R, env: Env, ctx: Ctx) => Response | Promise<Response>,
+) => (request: R, env: Env, ctx: Ctx) => Promise<Response>;
+
+/** The part of Hono's `Context` the middleware uses. */
+export interface HonoContextLike<E = any> {
+  req: { raw: Request };
+  env: E;
+  res: Response;
+  header(name: string, value: string, options?: { append?: boolean }): void;
+}
+
+/**
+ * Hono middleware: `app.use('/api/*', honoRateLimit(options))`. Assignable to Hono's
+ * `MiddlewareHandler`; pass your `Context<AppEnv>` as `C` to type `c` in `key`/`cost`.
+ */
+export declare function honoRateLimit<C extends HonoContextLike = HonoContextLike>(
+  options: RateLimitMiddlewareOptions<C['env'], C>,
+): (c: C, next: () => Promise<void>) => Promise<Response | void>;

@@ -1,0 +1,296 @@
+// Middleware over RateLimiterServer: derive the client key, make one limit()/limitAll() RPC
+// call, answer 429 (problem+json) or add the headers to the handler's response.
+// Framework-free: the Hono flavour only touches c.req.raw, c.env, c.res and c.header.
+import { rateLimitHeaders } from './headers.js';
+
+// draft-ietf-httpapi-ratelimit-headers, "Problem Types": registered by the draft with IANA.
+export const QUOTA_EXCEEDED_TYPE = 'https://iana.org/assignments/http-problem-types#quota-exceeded';
+const QUOTA_EXCEEDED_TITLE = 'Request cannot be satisfied as assigned quota has been exceeded';
+
+// The key of requests without CF-Connecting-IP (not from the internet through Cloudflare):
+// one shared bucket, because any header a client sets itself would be a way around the limit.
+export const UNKNOWN_CLIENT = 'unknown';
+
+// Errors of these names come from bad input (a policy, a cost, a key, a binding): bugs in the
+// caller, never swallowed by failOpen. Anything else from the RPC call is the limiter failing.
+const PROGRAMMING_ERRORS = new Set(['TypeError', 'RangeError']);
+
+/**
+ * The default key: the client's address from CF-Connecting-IP, which Cloudflare sets and
+ * clients cannot forge. IPv6 addresses are cut to their /64 prefix (one subscriber's network:
+ * each address alone would let a client rotate through 2^64 of them); IPv4-mapped IPv6 gives
+ * the IPv4 address. Without the header: the shared key "unknown".
+ */
+export function clientKey(request) {
+  const ip = request.headers.get('CF-Connecting-IP')?.trim();
+  if (!ip) return UNKNOWN_CLIENT;
+  if (!ip.includes(':')) return ip;
+  return ipv6Key(ip) ?? ip;
+}
+
+/** "2001:db8:a:b::/64" for an IPv6 address, the IPv4 address if mapped, null if not IPv6. */
+function ipv6Key(ip) {
+  let text = ip.replace(/^\[|\]$/g, '').replace(/%.*$/, '');
+  let tail = [];
+  const v4 = /^(.*:)(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.exec(text);
+  if (v4 !== null) {
+    const bytes = v4.slice(2).map(Number);
+    if (bytes.some((b) => b > 255)) return null;
+    text = `${v4[1]}0:0`;
+    tail = bytes;
+  }
+  const halves = text.split('::');
+  if (halves.length > 2) return null;
+  const parse = (s) => (s === '' ? [] : s.split(':'));
+  const head = parse(halves[0]);
+  const rest = halves.length === 2 ? parse(halves[1]) : [];
+  const missing = 8 - head.length - rest.length;
+  if (halves.length === 2 ? missing < 1 : missing !== 0) return null;
+  const groups = [...head, ...Array(halves.length === 2 ? missing : 0).fill('0'), ...rest];
+  if (!groups.every((g) => /^[0-9a-f]{1,4}$/i.test(g))) return null;
+  const n = groups.map((g) => parseInt(g, 16));
+  if (tail.length === 4) {
+    n[6] = tail[0] * 256 + tail[1];
+    n[7] = tail[2] * 256 + tail[3];
+  }
+  if (n.slice(0, 5).every((g) => g === 0) && n[5] === 0xffff) {
+    return `${n[6] >> 8}.${n[6] & 255}.${n[7] >> 8}.${n[7] & 255}`;
+  }
+  return `${n.slice(0, 4).map((g) => g.toString(16)).join(':')}::/64`;
+}
+
+// Options are checked once, when the middleware is made, so a typo fails at startup.
+const compiled = new WeakMap();
+const OPTION_NAMES = new Set(['binding', 'policy', 'key', 'cost', 'denied', 'failOpen', 'onError']);
+
+function compile(options) {
+  if (typeof options !== 'object' || options === null) {
+    throw new TypeError(`rate limit options must be an object, got ${describe(options)}`);
+  }
+  const done = compiled.get(options);
+  if (done !== undefined) return done;
+  for (const name of Object.keys(options)) {
+    if (!OPTION_NAMES.has(name)) {
+      throw new TypeError(
+        `rate limit options have no field "${name}" (the fields are ${[...OPTION_NAMES].join(', ')})`,
+      );
+    }
+  }
+  const { binding, policy, key, cost = 1, denied, failOpen = false, onError } = options;
+  if (typeof binding !== 'string' && typeof binding !== 'function' && !isNamespace(binding)) {
+    throw new TypeError(
+      `options.binding must be the name of a Durable Object binding, the namespace or a function of env, got ${describe(binding)}`,
+    );
+  }
+  const list = Array.isArray(policy) ? policy : [policy];
+  if (list.length === 0) throw new TypeError('options.policy must name at least one policy');
+  const policies = list.map((p, i) => {
+    const where = Array.isArray(policy) ? `options.policy[${i}]` : 'options.policy';
+    if (typeof p !== 'object' || p === null || Array.isArray(p)) {
+      throw new TypeError(`${where} must be an object, got ${describe(p)}`);
+    }
+    // The name is the bucket's key and the policy's name in the headers; the rest is sent
+    // to the limiter as it is, so that it reports a typo such as max_token.
+    const { name = Array.isArray(policy) ? `default-${i + 1}` : 'default', ...limits } = p;
+    if (typeof name !== 'string' || !/^[\x20-\x7e]+$/.test(name)) {
+      throw new TypeError(`${where}.name must be non-empty printable ASCII text, got ${describe(name)}`);
+    }
+    return { name, limits };
+  });
+  const names = policies.map((p) => p.name);
+  const repeated = names.find((n, i) => names.indexOf(n) !== i);
+  if (repeated !== undefined) {
+    throw new TypeError(`options.policy names "${repeated}" twice: each policy needs its own name (its bucket)`);
+  }
+  if (typeof cost !== 'number' && typeof cost !== 'function') {
+    throw new TypeError(`options.cost must be a number or a function, got ${describe(cost)}`);
+  }
+  for (const [field, value] of [['key', key], ['denied', denied], ['onError', onError]]) {
+    if (value !== undefined && typeof value !== 'function') {
+      throw new TypeError(`options.${field} must be a function, got ${describe(value)}`);
+    }
+  }
+  if (typeof failOpen !== 'boolean') {
+    throw new TypeError(`options.failOpen must be a boolean, got ${describe(failOpen)}`);
+  }
+  const result = {
+    binding,
+    policies,
+    single: !Array.isArray(policy),
+    key: key ?? clientKey,
+    cost,
+    denied,
+    failOpen,
+    onError: onError ?? logFailure,
+  };
+  compiled.set(options, result);
+  return result;
+}
+
+function logFailure(error, request) {
+  console.error(`rate limiter unavailable for ${request.method} ${request.url}:`, error);
+}
+
+function isNamespace(value) {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof value.idFromName === 'function' &&
+    typeof value.get === 'function'
+  );
+}
+
+function namespace(binding, env) {
+  const found = typeof binding === 'string' ? env?.[binding] : typeof binding === 'function' ? binding(env) : binding;
+  if (!isNamespace(found)) {
+    const what = typeof binding === 'string' ? `env.${binding}` : 'options.binding(env)';
+    throw new TypeError(`${what} is not a Durable Object namespace, got ${describe(found)}`);
+  }
+  return found;
+}
+
+/**
+ * One rate-limit decision for `request`: `{ response, headers, decision, error }`.
+ * `response` is what to answer instead of running the handler (the 429, or the 503 when the
+ * limiter failed and failOpen is off), else null; `headers` go on the handler's response.
+ */
+export async function checkRateLimit(request, env, options, context) {
+  const o = compile(options);
+  const key = await o.key(request, env, context);
+  if (typeof key !== 'string') {
+    throw new TypeError(`options.key must return a string, got ${describe(key)}`);
+  }
+  const cost = typeof o.cost === 'function' ? await o.cost(request, env, context) : o.cost;
+  const ns = namespace(o.binding, env);
+
+  let decision;
+  try {
+    const stub = ns.get(ns.idFromName(key));
+    decision = o.single
+      ? await stub.limit(o.policies[0].name, cost, o.policies[0].limits)
+      : await stub.limitAll(o.policies.map((p) => ({ key: p.name, cost, policy: p.limits })));
+  } catch (error) {
+    if (PROGRAMMING_ERRORS.has(error?.name)) throw error;
+    o.onError(error, request);
+    return { response: o.failOpen ? null : unavailable(), headers: {}, decision: null, error };
+  }
+
+  const names = o.policies.map((p) => p.name);
+  const headers = rateLimitHeaders(decision, { name: o.single ? names[0] : names });
+  if (decision.allowed) return { response: null, headers, decision, error: undefined };
+  const response =
+    o.denied !== undefined
+      ? addHeaders(await o.denied(request, decision, env, context), headers, 'options.denied must return')
+      : problem(429, quotaExceeded(decision, names, headers), headers);
+  return { response, headers, decision, error: undefined };
+}
+
+function quotaExceeded(decision, names, headers) {
+  const violated = Array.isArray(decision.results)
+    ? names.filter((_, i) => !decision.results[i].allowed)
+    : names;
+  const which = `${violated.length === 1 ? 'policy' : 'policies'} ${violated.map((n) => `"${n}"`).join(', ')}`;
+  const retry = headers['Retry-After'];
+  return {
+    type: QUOTA_EXCEEDED_TYPE,
+    title: QUOTA_EXCEEDED_TITLE,
+    status: 429,
+    detail:
+      retry === undefined
+        ? `This request costs more than ${which} can ever allow; retrying will not help.`
+        : `Quota exceeded for ${which}; retry after ${retry} second${retry === '1' ? '' : 's'}.`,
+    'violated-policies': violated,
+  };
+}
+
+// The limiter did not answer: no decision, so no rate-limit headers. `about:blank` because
+// the status says it all (RFC 9457); retry soon, as overload and lost connections pass.
+function unavailable() {
+  return problem(
+    503,
+    {
+      type: 'about:blank',
+      title: 'Service Unavailable',
+      status: 503,
+      detail: 'The rate limiter could not be reached; retry shortly.',
+    },
+    { 'Retry-After': '1' },
+  );
+}
+
+function problem(status, body, headers) {
+  return new Response(JSON.stringify(body), {
+    status,
+    headers: { ...headers, 'Content-Type': 'application/problem+json' },
+  });
+}
+
+/**
+ * `response` with the rate-limit headers added, as a new Response (a fetch() response's
+ * headers are immutable). RateLimit and RateLimit-Policy are lists: appended, so stacked
+ * limits all show. Other headers the response already has are kept (the inner one wins).
+ */
+export function withHeaders(response, headers) {
+  return addHeaders(response, headers, 'withHeaders needs');
+}
+
+function addHeaders(response, headers, needs) {
+  if (!(response instanceof Response)) {
+    throw new TypeError(`${needs} a Response, got ${describe(response)}`);
+  }
+  const names = Object.keys(headers);
+  if (names.length === 0) return response;
+  const out = new Response(response.body, response);
+  for (const name of names) {
+    if (name === 'RateLimit' || name === 'RateLimit-Policy') out.headers.append(name, headers[name]);
+    else if (!out.headers.has(name)) out.headers.set(name, headers[name]);
+  }
+  return out;
+}
+
+/**
+ * Wraps a fetch handler: `export default { fetch: rateLimit(options)(handler) }`.
+ * Denied requests get the 429 and never reach the handler; allowed ones get the headers.
+ */
+export function rateLimit(options) {
+  compile(options);
+  return (handler) => {
+    if (typeof handler !== 'function') {
+      throw new TypeError(`rateLimit(options) wraps a fetch handler function, got ${describe(handler)}`);
+    }
+    return async function rateLimited(request, env, ctx) {
+      const result = await checkRateLimit(request, env, options, ctx);
+      if (result.response !== null) return result.response;
+      return addHeaders(await handler.call(this, request, env, ctx), result.headers, 'the handler must return');
+    };
+  };
+}
+
+/**
+ * Hono middleware: `app.use('/api/*', honoRateLimit(options))`. Uses c.req.raw, c.env,
+ * c.res and c.header only, so it needs nothing from hono itself.
+ */
+export function honoRateLimit(options) {
+  compile(options);
+  return async function rateLimitMiddleware(c, next) {
+    const result = await checkRateLimit(c.req.raw, c.env, options, c);
+    if (result.response !== null) return result.response;
+    await next();
+    // c.header copies the response first when it is final or immutable.
+    for (const [name, value] of Object.entries(result.headers)) {
+      if (name === 'RateLimit' || name === 'RateLimit-Policy') c.header(name, value, { append: true });
+      else if (!c.res.headers.has(name)) c.header(name, value);
+    }
+  };
+}
+
+function describe(value) {
+  if (typeof value === 'string') return `string ${JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value)}`;
+  if (value === null || value === undefined) return String(value);
+  if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') {
+    return `${typeof value} ${String(value)}${typeof value === 'bigint' ? 'n' : ''}`;
+  }
+  if (typeof value === 'function') return 'a function';
+  if (typeof value === 'symbol') return 'a symbol';
+  return Array.isArray(value) ? 'an array' : 'an object';
+}
