@@ -42,6 +42,14 @@ export declare class RateLimiterServer extends DurableObject {
   limitAll(requests: RateLimitRequest[]): RateLimitAllDecision;
 }
 
+/**
+ * `RateLimiterServer` whose buckets and options survive eviction, restarts and deploys:
+ * every call that changes a bucket also writes it to the Durable Object's SQLite storage
+ * (declare the class under `new_sqlite_classes`), and a bucket that memory no longer holds
+ * is read back from there. Same methods, same results.
+ */
+export declare class DurableRateLimiterServer extends RateLimiterServer {}
+
 /** Options of `rateLimitHeaders`. */
 export interface RateLimitHeadersOptions {
   /**

@@ -1,8 +1,9 @@
 // Entry for plain Node (a consumer's unit tests): reads the .wasm from disk. Extends
-// DurableObject when `cloudflare:workers` resolves, else a stand-in with the same constructor.
+// DurableObject when `cloudflare:workers` resolves, else a stand-in with the same constructor;
+// with the stand-in, DurableRateLimiterServer keeps its copy in memory when ctx has no storage.
 import { readFileSync } from 'node:fs';
 import { initSync } from './rate_limiter.js';
-import { defineRateLimiterServer } from './server.js';
+import { defineRateLimiterServers } from './server.js';
 
 export { rateLimitHeaders } from './headers.js';
 
@@ -22,6 +23,8 @@ const wasmModule = new WebAssembly.Module(
   readFileSync(new URL('./rate_limiter_bg.wasm', import.meta.url)),
 );
 
-export const RateLimiterServer = defineRateLimiterServer(Base, () =>
-  initSync({ module: wasmModule }),
+export const { RateLimiterServer, DurableRateLimiterServer } = defineRateLimiterServers(
+  Base,
+  () => initSync({ module: wasmModule }),
+  { storageStandIn: Base === DurableObjectStandIn },
 );

@@ -1,12 +1,17 @@
-// The RateLimiterServer class, shared by the workerd and the Node entry. It reads the clock
-// once per call and hands everything else to the wasm RateLimiter, which validates and decides.
+// The two Durable Object classes, shared by the workerd and the Node entry. RateLimiterServer
+// reads the clock once per call and hands everything else to the wasm RateLimiter, which
+// validates and decides. DurableRateLimiterServer is the same class plus a copy of every
+// bucket in Durable Object storage, read back after an eviction.
 import { RateLimiter, resetWasmInstance } from './rate_limiter.js';
+import { MemoryBuckets, SqlBuckets } from './storage.js';
 
 /**
- * Defines RateLimiterServer on `Base` (DurableObject, or a stand-in outside workerd).
- * `startWasm` instantiates the wasm module: once now, and again after a trap.
+ * Defines RateLimiterServer and DurableRateLimiterServer on `Base` (DurableObject, or a
+ * stand-in outside workerd). `startWasm` instantiates the wasm module: once now, and again
+ * after a trap. `storageStandIn`: where `ctx.storage` does not exist (plain Node), the
+ * durable class keeps its copy in memory, per `ctx` object, instead of failing.
  */
-export function defineRateLimiterServer(Base, startWasm) {
+export function defineRateLimiterServers(Base, startWasm, { storageStandIn = false } = {}) {
   startWasm();
   // Bumped when a trap replaced the wasm instance; limiters of older generations are gone.
   let generation = 0;
@@ -26,6 +31,7 @@ export function defineRateLimiterServer(Base, startWasm) {
     const seed = crypto.getRandomValues(new Uint32Array(2));
     cell.limiter = new RateLimiter(seed[0], seed[1]);
     cell.generation = generation;
+    cell.complete = false;
     if (cell.options !== undefined) cell.limiter.setOptions(Date.now(), cell.options);
   }
 
@@ -70,9 +76,19 @@ export function defineRateLimiterServer(Base, startWasm) {
     }
   }
 
-  return class RateLimiterServer extends Base {
+  // For the durable subclass: the cell and the current limiter of a server.
+  let cellOf, limiterOf;
+
+  class RateLimiterServer extends Base {
     // Held apart from `this` so the finalizer can reach the limiter after `this` is gone.
-    #cell = { limiter: undefined, generation: -1, options: undefined };
+    // `complete` (durable class): every saved bucket is in memory, so a key the limiter
+    // does not hold has no saved bucket either.
+    #cell = { limiter: undefined, generation: -1, options: undefined, complete: false };
+
+    static {
+      cellOf = (server) => server.#cell;
+      limiterOf = (server) => server.#limiter();
+    }
 
     constructor(ctx, env) {
       super(ctx, env);
@@ -159,5 +175,152 @@ export function defineRateLimiterServer(Base, startWasm) {
       if (cell.generation !== generation) renew(cell);
       return cell.limiter;
     }
-  };
+  }
+
+  // Where the durable class keeps its copy without `ctx.storage` (Node): one per ctx, so a
+  // new server on the same ctx finds what an evicted one saved.
+  const standIns = new WeakMap();
+
+  function openBuckets(ctx) {
+    const storage = ctx?.storage;
+    if (storage === undefined || storage === null) {
+      if (!storageStandIn) {
+        throw new Error('DurableRateLimiterServer needs the Durable Object storage (ctx.storage)');
+      }
+      if (typeof ctx !== 'object' || ctx === null) return new MemoryBuckets();
+      if (!standIns.has(ctx)) standIns.set(ctx, new MemoryBuckets());
+      return standIns.get(ctx);
+    }
+    let sql;
+    try {
+      sql = storage.sql;
+    } catch {
+      // workerd throws here for a class whose storage is not SQLite-backed.
+    }
+    if (sql === undefined) {
+      throw new Error(
+        'DurableRateLimiterServer needs SQLite storage: declare its class in a migration ' +
+          'under new_sqlite_classes (not new_classes)',
+      );
+    }
+    return new SqlBuckets(sql);
+  }
+
+  // A writing call also drops the rows of buckets that have become full, at most this often.
+  const DROP_FULL_EVERY_MS = 10_000;
+
+  class DurableRateLimiterServer extends RateLimiterServer {
+    #buckets;
+    #droppedAt = -Infinity;
+
+    constructor(ctx, env) {
+      super(ctx, env);
+      this.#buckets = openBuckets(ctx);
+      const options = this.#buckets.options();
+      if (options !== undefined) super.setOptions(options);
+    }
+
+    setOptions(options) {
+      const limiter = limiterOf(this);
+      const cell = cellOf(this);
+      const before = cell.options ?? limiter.options;
+      let rewrites;
+      try {
+        rewrites = limiter.prepareOptions(options);
+        if (rewrites && !cell.complete) {
+          const now = Date.now();
+          for (const [key, state] of this.#buckets.all()) limiter.restore(now, key, state);
+          cell.complete = true;
+        }
+        limiter.applyPreparedOptions(Date.now());
+      } catch (error) {
+        throw recover(error);
+      }
+      const after = (cell.options = limiter.options);
+      if (after.max_tokens !== before.max_tokens || after.refill_every_seconds !== before.refill_every_seconds) {
+        this.#buckets.saveOptions(after);
+      }
+      if (rewrites) this.#buckets.replaceDefaults(limiter.defaultBuckets());
+    }
+
+    check(key, cost = 1) {
+      this.#load(key);
+      return super.check(key, cost);
+    }
+
+    consume(key, cost = 1) {
+      this.#load(key);
+      const allowed = super.consume(key, cost);
+      if (allowed) this.#save(key);
+      return allowed;
+    }
+
+    getStatus(key) {
+      this.#load(key);
+      return super.getStatus(key);
+    }
+
+    reset(key) {
+      super.reset(key);
+      this.#buckets.put(key, undefined);
+    }
+
+    limit(key, cost = 1, policy = undefined) {
+      this.#load(key);
+      const decision = super.limit(key, cost, policy);
+      // A denied call without a policy changes nothing that needs saving.
+      if (decision.allowed || policy !== undefined) this.#save(key);
+      return decision;
+    }
+
+    limitAll(requests) {
+      const limiter = limiterOf(this);
+      const complete = cellOf(this).complete;
+      const keys = [];
+      let decision;
+      try {
+        decision = limiter.limitAllLoading(Date.now(), requests, (key, held) => {
+          keys.push(key);
+          return held || complete ? undefined : this.#buckets.get(key);
+        });
+      } catch (error) {
+        throw recover(error);
+      }
+      for (const key of keys) this.#save(key);
+      return decision;
+    }
+
+    /** Puts the saved bucket of `key` back into memory if the limiter does not hold it. */
+    #load(key) {
+      // Anything but a string goes to the engine, which rejects it.
+      if (typeof key !== 'string') return;
+      const limiter = limiterOf(this);
+      if (cellOf(this).complete) return;
+      try {
+        if (key.isWellFormed() ? limiter.holdsText(key) : limiter.holds(key)) return;
+        const state = this.#buckets.get(key);
+        if (state !== undefined) limiter.restore(Date.now(), key, state);
+      } catch (error) {
+        throw recover(error);
+      }
+    }
+
+    /** Saves the bucket of `key` as the last call left it (a full bucket: no row). */
+    #save(key) {
+      let saved;
+      try {
+        saved = limiterOf(this).saved(key);
+      } catch (error) {
+        throw recover(error);
+      }
+      this.#buckets.put(key, saved);
+      const now = Date.now();
+      if (now - this.#droppedAt >= DROP_FULL_EVERY_MS) {
+        this.#droppedAt = now;
+        this.#buckets.dropFull(now);
+      }
+    }
+  }
+
+  return { RateLimiterServer, DurableRateLimiterServer };
 }

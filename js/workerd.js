@@ -3,10 +3,11 @@
 import { DurableObject } from 'cloudflare:workers';
 import wasmModule from './rate_limiter_bg.wasm';
 import { initSync } from './rate_limiter.js';
-import { defineRateLimiterServer } from './server.js';
+import { defineRateLimiterServers } from './server.js';
 
 export { rateLimitHeaders } from './headers.js';
 
-export const RateLimiterServer = defineRateLimiterServer(DurableObject, () =>
-  initSync({ module: wasmModule }),
+export const { RateLimiterServer, DurableRateLimiterServer } = defineRateLimiterServers(
+  DurableObject,
+  () => initSync({ module: wasmModule }),
 );

@@ -26,7 +26,7 @@ cat "$out/rate_limiter.js" js/glue-reset.js > "$dest/rate_limiter.js"
 # Symbol.dispose needs lib esnext; the consumer never sees the wasm class, so drop it.
 grep -v "\[Symbol.dispose\]" "$out/rate_limiter.d.ts" > "$dest/rate_limiter.d.ts"
 printf '\n/** Forgets the current wasm instance; the next initSync starts a fresh one. */\nexport function resetWasmInstance(): void;\n' >> "$dest/rate_limiter.d.ts"
-cp "$out/rate_limiter_bg.wasm.d.ts" js/server.js js/headers.js js/workerd.js js/node.js js/index.d.ts \
+cp "$out/rate_limiter_bg.wasm.d.ts" js/server.js js/storage.js js/headers.js js/workerd.js js/node.js js/index.d.ts \
   js/middleware.js js/middleware.d.ts "$dest/"
 cp pkg-template/package.json pkg-template/README.md "$dest/"
 # Small JS helpers of the binding (wasm-bindgen `inline_js`), imported by the glue.

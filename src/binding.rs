@@ -8,7 +8,7 @@ use wasm_bindgen::prelude::*;
 
 use crate::engine::{
     decimal, join, AllDecision, Cost, Decision, Error, Instant, Limiter, OptionsPatch, Request,
-    Spelling, Status,
+    Spelling, Status, MAX_SAFE_INTEGER,
 };
 
 /// Options of a rate limiter. Every field is optional: an omitted field keeps its value.
@@ -99,6 +99,10 @@ export function decisionObject(allowed, remaining, limit, reset_in_ms, retry_aft
     window_ms,
   };
 }
+export function savedObject(state, full_at_ms, policy) {
+  // `state` views wasm memory: copy it out.
+  return { state: state.slice().buffer, full_at_ms, policy };
+}
 export function allDecisionObject(allowed, retry_after_ms, results) {
   return { allowed, retry_after_ms: retry_after_ms < 0 ? null : retry_after_ms, results };
 }
@@ -116,6 +120,9 @@ extern "C" {
         retry_after_ms: f64,
         window_ms: f64,
     ) -> Object;
+
+    #[wasm_bindgen(js_name = savedObject)]
+    fn saved_object_js(state: &[u8], full_at_ms: f64, policy: bool) -> Object;
 
     #[wasm_bindgen(js_name = allDecisionObject)]
     fn all_decision_object_js(allowed: bool, retry_after_ms: f64, results: Array) -> Object;
@@ -156,6 +163,8 @@ pub struct RateLimiter {
     engine: Limiter,
     /// Reused buffer for the encoded key of the current call.
     key: Vec<u8>,
+    /// Options read by `prepareOptions`, waiting for `applyPreparedOptions`.
+    prepared: Option<OptionsPatch>,
 }
 
 #[wasm_bindgen]
@@ -166,6 +175,7 @@ impl RateLimiter {
         RateLimiter {
             engine: Limiter::new(((seed_high as u64) << 32) | seed_low as u64),
             key: Vec::new(),
+            prepared: None,
         }
     }
 
@@ -333,6 +343,47 @@ impl RateLimiter {
         Ok(Ts::new_unchecked(all_decision_object(&decision).into()))
     }
 
+    /// `limitAll` for the durable class: the requests are read once, then `load(key, held)`
+    /// is called for each request's key in order (`held`: whether it has a bucket in memory),
+    /// before anything is decided, and may return the state `saved` gave for it (restored
+    /// unless the key holds a bucket) or `undefined`.
+    /// Reading the requests once keeps a getter from showing `load` other keys than the
+    /// engine sees.
+    #[wasm_bindgen(js_name = limitAllLoading)]
+    pub fn limit_all_loading(
+        &mut self,
+        now_ms: f64,
+        #[wasm_bindgen(unchecked_param_type = "RateLimitRequest[]")] requests: &JsValue,
+        #[wasm_bindgen(
+            unchecked_param_type = "(key: string, held: boolean) => ArrayBuffer | undefined"
+        )]
+        load: &js_sys::Function,
+    ) -> Result<Ts<RateLimitAllDecision>, JsValue> {
+        let requests = read_requests(requests).map_err(to_js_error)?;
+        let now = Instant::from_millis(now_ms);
+        for (i, (key, _, _)) in requests.iter().enumerate() {
+            let held = JsValue::from_bool(self.engine.holds(key));
+            let state = load.call2(&JsValue::UNDEFINED, &decode_key(key), &held)?;
+            if let Some(buffer) = state.dyn_ref::<js_sys::ArrayBuffer>() {
+                let bytes = js_sys::Uint8Array::new(buffer).to_vec();
+                let field = join(&["the stored bucket of requests[", &decimal(i), "].key"]);
+                self.engine
+                    .restore(key, &bytes, &field, now)
+                    .map_err(to_js_error)?;
+            }
+        }
+        let borrowed: Vec<Request<'_>> = requests
+            .iter()
+            .map(|(key, cost, policy)| Request {
+                key,
+                cost: *cost,
+                policy: *policy,
+            })
+            .collect();
+        let decision = self.engine.limit_all(&borrowed, now).map_err(to_js_error)?;
+        Ok(Ts::new_unchecked(all_decision_object(&decision).into()))
+    }
+
     /// The instance options, all fields filled in.
     #[wasm_bindgen(getter)]
     pub fn options(&self) -> Ts<RateLimiterOptions> {
@@ -352,6 +403,120 @@ impl RateLimiter {
     #[wasm_bindgen(getter, js_name = storedBuckets)]
     pub fn stored_buckets(&self) -> usize {
         self.engine.stored_buckets()
+    }
+
+    // Saving and restoring buckets, for the durable class. Its shim keeps a copy of every
+    // bucket in Durable Object storage and puts it back after an eviction.
+
+    /// Whether `key` has a bucket in memory; throws for a key that is not a string.
+    pub fn holds(
+        &mut self,
+        #[wasm_bindgen(unchecked_param_type = "string")] key: &JsValue,
+    ) -> Result<bool, JsValue> {
+        encode_key(key, "key", &mut self.key).map_err(to_js_error)?;
+        Ok(self.engine.holds(&self.key))
+    }
+
+    /// `holds` for a well-formed string key.
+    #[wasm_bindgen(js_name = holdsText)]
+    pub fn holds_text(&self, key: &str) -> bool {
+        self.engine.holds(key.as_bytes())
+    }
+
+    /// The bucket of `key` to save: `{ state, full_at_ms, policy }` (`state`: an ArrayBuffer;
+    /// `full_at_ms`: when it is full if nothing consumes, rounded up, at most 2^53 - 1;
+    /// `policy`: whether the key has its own), or `undefined` when it is full.
+    pub fn saved(
+        &mut self,
+        #[wasm_bindgen(unchecked_param_type = "string")] key: &JsValue,
+    ) -> Result<JsValue, JsValue> {
+        encode_key(key, "key", &mut self.key).map_err(to_js_error)?;
+        Ok(match self.engine.snapshot(&self.key) {
+            Some((state, full_at, policy)) => {
+                saved_object_js(&state, full_at_ms(full_at), policy).into()
+            }
+            None => JsValue::UNDEFINED,
+        })
+    }
+
+    /// Puts back a bucket that `saved` gave for `key`, unless `key` holds one already.
+    /// Throws an `Error` for bytes that are not such a bucket.
+    pub fn restore(
+        &mut self,
+        now_ms: f64,
+        #[wasm_bindgen(unchecked_param_type = "string")] key: &JsValue,
+        state: &js_sys::ArrayBuffer,
+    ) -> Result<(), JsValue> {
+        let state = js_sys::Uint8Array::new(state).to_vec();
+        encode_key(key, "key", &mut self.key).map_err(to_js_error)?;
+        let field = join(&["the stored bucket of key ", &JsSpelling.key(key)]);
+        self.engine
+            .restore(&self.key, &state, &field, Instant::from_millis(now_ms))
+            .map_err(to_js_error)
+    }
+
+    /// `setOptions` for the durable class, in two steps so that the options are read once:
+    /// this reads and validates them (throwing as `setOptions` does) and returns whether
+    /// they change the instance options. If so, the caller restores every saved bucket
+    /// first and, after `applyPreparedOptions`, saves every bucket that follows the instance
+    /// options again: how a bucket meets new options depends on when it was last refilled
+    /// (and a raised capacity keeps full buckets full), which memory knows best.
+    #[wasm_bindgen(js_name = prepareOptions)]
+    pub fn prepare_options(&mut self, options: Ts<RateLimiterOptions>) -> Result<bool, JsValue> {
+        let patch = read_options(&options.js_value(), "options", false).map_err(to_js_error)?;
+        let new = self.engine.options().patched(patch).map_err(to_js_error)?;
+        self.prepared = Some(patch);
+        Ok(new != self.engine.options())
+    }
+
+    /// Applies what `prepareOptions` read (nothing if it threw).
+    #[wasm_bindgen(js_name = applyPreparedOptions)]
+    pub fn apply_prepared_options(&mut self, now_ms: f64) -> Result<(), JsValue> {
+        match self.prepared.take() {
+            Some(patch) => self
+                .engine
+                .set_options(patch, Instant::from_millis(now_ms))
+                .map_err(to_js_error),
+            None => Ok(()),
+        }
+    }
+
+    /// `[key, state, full_at_ms]` of every bucket that follows the instance options.
+    #[wasm_bindgen(js_name = defaultBuckets)]
+    pub fn default_buckets(&self) -> Array {
+        self.engine
+            .default_snapshots()
+            .into_iter()
+            .map(|(key, state, full_at)| {
+                let entry = Array::new();
+                entry.push(&decode_key(&key));
+                entry.push(&js_sys::Uint8Array::from(state.as_slice()));
+                entry.push(&JsValue::from_f64(full_at_ms(full_at)));
+                JsValue::from(entry)
+            })
+            .collect()
+    }
+}
+
+/// A moment in nanoseconds as whole milliseconds, rounded up and capped at 2^53 - 1 (a
+/// bucket that never refills is full "never").
+fn full_at_ms(nanos: u128) -> f64 {
+    let ms = nanos.div_ceil(1_000_000);
+    ms.min(MAX_SAFE_INTEGER as u128) as f64
+}
+
+/// The JS string `encode_key` made `bytes` from.
+fn decode_key(bytes: &[u8]) -> JsValue {
+    match bytes.split_first() {
+        Some((0xFF, units)) => {
+            let units: Vec<u16> = units
+                .chunks_exact(2)
+                .map(|pair| u16::from_le_bytes([pair[0], pair[1]]))
+                .collect();
+            JsString::from_char_code(&units).into()
+        }
+        // Keys without the marker came from a well-formed string: valid UTF-8.
+        _ => JsValue::from_str(core::str::from_utf8(bytes).unwrap_or_default()),
     }
 }
 
@@ -393,9 +558,21 @@ impl Spelling for JsSpelling {
     }
 }
 
+impl JsSpelling {
+    /// A key as JSON quotes it (lone surrogates escaped), whatever it holds.
+    fn key(&self, key: &JsValue) -> String {
+        js_sys::JSON::stringify(key)
+            .ok()
+            .and_then(|s| s.as_string())
+            .unwrap_or_default()
+    }
+}
+
 fn to_js_error(error: Error) -> JsValue {
     let message = error.message(&JsSpelling);
-    if error.is_type_error() {
+    if error.is_storage_error() {
+        js_sys::Error::new(&message).into()
+    } else if error.is_type_error() {
         TypeError::new(&message).into()
     } else {
         RangeError::new(&message).into()

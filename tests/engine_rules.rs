@@ -356,3 +356,29 @@ fn two_million_distinct_keys_keep_the_store_bounded() {
         "peak {peak} stored buckets for about 1,000 live"
     );
 }
+
+#[test]
+fn reads_change_nothing_even_for_a_later_options_change() {
+    // Two limiters with the same history, except that one is read in between: after an
+    // options change they still agree (a read stores no refill the change could tell).
+    let mut read = limiter(10.0, 1.0);
+    let mut unread = limiter(10.0, 1.0);
+    for l in [&mut read, &mut unread] {
+        assert!(l.consume(b"k", cost(5.0), at(0.0)));
+    }
+    assert_eq!(read.status(b"k", at(1.5)).remaining, 6.0);
+    assert!(!read.check(b"k", cost(9.0), at(1.5)));
+    assert!(read
+        .limit(b"k", cost(9.0), None, at(1.5))
+        .is_ok_and(|d| !d.allowed));
+    let faster = OptionsPatch {
+        max_tokens: None,
+        refill_every_seconds: Some(0.25),
+    };
+    for l in [&mut read, &mut unread] {
+        l.set_options(faster, at(1.5)).unwrap();
+    }
+    // 1.5 s since the last change, measured in the new 0.25 s interval: six tokens back.
+    assert_eq!(read.status(b"k", at(1.5)), unread.status(b"k", at(1.5)));
+    assert_eq!(unread.status(b"k", at(1.5)).remaining, 10.0);
+}

@@ -96,6 +96,8 @@ impl Model {
         } else {
             0
         };
+        // Only a full bucket is forgotten; a refill is not stored until a consume changes
+        // the bucket (reads change nothing).
         if tokens + k * UNITS_PER_TOKEN >= cap {
             tokens = cap;
             last = now;
@@ -103,7 +105,6 @@ impl Model {
         } else {
             tokens += k * UNITS_PER_TOKEN;
             last += k * self.interval;
-            self.buckets.insert(key, (tokens, last));
         }
         (tokens, last)
     }

@@ -12,6 +12,21 @@ pub struct Bucket {
     last_refill: Instant,
 }
 
+impl Bucket {
+    /// A bucket as a snapshot recorded it; [`refill`] and [`convert`] bring it up to date.
+    pub fn from_parts(units: u64, last_refill: Instant) -> Bucket {
+        Bucket { units, last_refill }
+    }
+
+    pub fn units(&self) -> u64 {
+        self.units
+    }
+
+    pub fn last_refill(&self) -> Instant {
+        self.last_refill
+    }
+}
+
 /// What `getStatus` reports.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Status {
@@ -126,6 +141,15 @@ pub fn wait_for_full(current: Option<Bucket>, options: &Options, now: Instant) -
             now,
         ),
     }
+}
+
+/// The moment (in nanoseconds since the epoch, beyond any `Instant` for a bucket that never
+/// refills) at which `bucket` is full if nothing consumes.
+pub fn full_at(bucket: Bucket, options: &Options) -> u128 {
+    let missing = options.capacity_units().saturating_sub(bucket.units);
+    let refills = u128::from(missing.div_ceil(options.unit()));
+    u128::from(bucket.last_refill.as_nanos())
+        .saturating_add(refills.saturating_mul(options.interval_nanos()))
 }
 
 /// Nanoseconds from `now` until refills alone add at least `units` (> 0) to `bucket`.

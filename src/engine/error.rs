@@ -26,12 +26,20 @@ pub enum Error {
     },
     /// Two requests of one `limitAll` call name the same key.
     DuplicateKey { field: String, first: String },
+    /// Saved bucket state that this version cannot read (written by hand, or corrupted).
+    Unreadable { field: String, length: usize },
 }
 
 impl Error {
     /// `true` for errors that JavaScript reports as `TypeError`, `false` for `RangeError`.
     pub fn is_type_error(&self) -> bool {
-        !matches!(self, Error::OutOfRange { .. })
+        !matches!(self, Error::OutOfRange { .. } | Error::Unreadable { .. })
+    }
+
+    /// `true` for stored state that cannot be read: not the caller's input, so the binding
+    /// reports it as a plain `Error`.
+    pub fn is_storage_error(&self) -> bool {
+        matches!(self, Error::Unreadable { .. })
     }
 
     /// The same error about a field nested in `path` (e.g. `requests[2].policy`).
@@ -40,7 +48,8 @@ impl Error {
         match &mut self {
             Error::WrongType { field, .. }
             | Error::OutOfRange { field, .. }
-            | Error::DuplicateKey { field, .. } => nest(field),
+            | Error::DuplicateKey { field, .. }
+            | Error::Unreadable { field, .. } => nest(field),
             Error::UnknownField { object, .. } => *object = path.to_string(),
         }
         self
@@ -110,6 +119,12 @@ impl Error {
                 " repeats the key of ",
                 first,
                 ": give each key once, with the costs added up",
+            ]),
+            Error::Unreadable { field, length } => join(&[
+                field,
+                " is not a bucket this version saved (",
+                &decimal(*length),
+                " bytes): reset the key to start it afresh",
             ]),
         }
     }

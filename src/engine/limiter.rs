@@ -1,8 +1,11 @@
 //! The keyed limiter: instance options plus one lazy bucket, and maybe a policy, per key.
 
-use super::bucket::{self, convert, refill, take, wait_for, wait_for_full, Bucket, Status};
+use super::bucket::{
+    self, convert, full_at, refill, take, wait_for, wait_for_full, Bucket, Status,
+};
 use super::error::{decimal, join, Error};
 use super::options::{Cost, Options, OptionsPatch};
+use super::snapshot::Snapshot;
 use super::store::Store;
 use super::time::{ceil_millis, Instant};
 
@@ -133,11 +136,15 @@ impl Limiter {
         policy: Option<OptionsPatch>,
         now: Instant,
     ) -> Result<Decision, Error> {
+        let given = policy.is_some();
         let policy = self.resolve(policy)?;
         let view = self.view(key, policy, now);
         let outcome = take(view.current, cost, &view.options, now);
         let state = outcome.unwrap_or(view.current);
-        self.commit(key, view.at, state, view.policy, now);
+        // A denied call without a policy changes nothing, like a denied `consume`.
+        if outcome.is_ok() || given {
+            self.commit(key, view.at, state, view.policy, now);
+        }
         Ok(self.decision(outcome.is_ok(), state, cost, &view, now))
     }
 
@@ -195,12 +202,63 @@ impl Limiter {
         self.store.len()
     }
 
+    /// Whether `key` has a bucket in memory.
+    pub fn holds(&self, key: &[u8]) -> bool {
+        self.store.position(key).is_some()
+    }
+
+    /// The bucket of `key` as saved bytes, the moment in nanoseconds it is full if nothing
+    /// consumes (when the saved copy may go), and whether the key has its own policy;
+    /// `None` when the key holds no bucket.
+    pub fn snapshot(&self, key: &[u8]) -> Option<(Vec<u8>, u128, bool)> {
+        let (bucket, policy) = self.store.get(self.store.position(key)?)?;
+        let options = policy.unwrap_or(self.options);
+        let saved = Snapshot { bucket, policy }.encode();
+        Some((saved, full_at(bucket, &options), policy.is_some()))
+    }
+
+    /// Every bucket that follows the instance options, as [`Limiter::snapshot`] gives it.
+    pub fn default_snapshots(&self) -> Vec<(Vec<u8>, Vec<u8>, u128)> {
+        self.store
+            .entries()
+            .filter(|(_, _, policy)| policy.is_none())
+            .map(|(key, bucket, policy)| {
+                let saved = Snapshot { bucket, policy }.encode();
+                (key.to_vec(), saved, full_at(bucket, &self.options))
+            })
+            .collect()
+    }
+
+    /// Puts back a bucket that [`Limiter::snapshot`] saved, unless `key` holds one already.
+    /// One that has refilled to full by `now` is not stored (a full bucket is no bucket).
+    /// `field` names the saved bytes in the error when they cannot be read.
+    pub fn restore(
+        &mut self,
+        key: &[u8],
+        saved: &[u8],
+        field: &str,
+        now: Instant,
+    ) -> Result<(), Error> {
+        let Snapshot { bucket, policy } = Snapshot::decode(saved, field)?;
+        if self.holds(key) {
+            return Ok(());
+        }
+        let options = policy.unwrap_or(self.options);
+        // Stored as saved (reads do not refill stored buckets either), unless full by now.
+        if bucket.units() < options.capacity_units()
+            && refill(Some(bucket), &options, now).is_some()
+        {
+            self.store.insert(key, bucket, policy, &self.options, now);
+        }
+        Ok(())
+    }
+
     fn resolve(&self, policy: Option<OptionsPatch>) -> Result<Option<Options>, Error> {
         policy.map(|p| self.options.patched(p)).transpose()
     }
 
-    /// Brings the stored bucket of `key` up to `now` under the options it had (writing the
-    /// refill back, and forgetting a bucket that became full together with its policy),
+    /// Brings the stored bucket of `key` up to `now` under the options it had (forgetting a
+    /// bucket that became full, together with its policy),
     /// then sees it under `policy` if the call gives one: tokens clamp to the new capacity
     /// and progress since the last refill counts in the new interval.
     fn view(&mut self, key: &[u8], policy: Option<Options>, now: Instant) -> View {
@@ -212,9 +270,11 @@ impl Limiter {
             .position(key)
             .and_then(|at| Some((at, self.store.get(at)?)))
         {
+            // The refill is not written back: reads change nothing (a later options change
+            // meets the bucket as the last call that changed it left it), so a copy saved
+            // at each change is the whole state.
             match refill(Some(bucket), own.as_ref().unwrap_or(&self.options), now) {
                 Some(refilled) => {
-                    self.store.set_bucket(at, refilled);
                     remembered = own;
                     current = Some(refilled);
                     stored_at = Some(at);

@@ -178,16 +178,17 @@ impl Store {
             .map(|&i| i as usize)
     }
 
+    /// Every stored key with its bucket and its own policy, if it has one.
+    pub fn entries(&self) -> impl Iterator<Item = (&[u8], Bucket, Option<Options>)> {
+        self.slots
+            .iter()
+            .map(|s| (s.key.as_bytes(), s.bucket, self.policies.get(s.policy)))
+    }
+
     /// The bucket at `position` and the key's own policy, if it has one.
     pub fn get(&self, position: usize) -> Option<(Bucket, Option<Options>)> {
         let slot = self.slots.get(position)?;
         Some((slot.bucket, self.policies.get(slot.policy)))
-    }
-
-    pub fn set_bucket(&mut self, position: usize, bucket: Bucket) {
-        if let Some(slot) = self.slots.get_mut(position) {
-            slot.bucket = bucket;
-        }
     }
 
     pub fn set(&mut self, position: usize, bucket: Bucket, policy: Option<Options>) {

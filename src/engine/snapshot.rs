@@ -1,0 +1,139 @@
+//! A stored bucket as bytes, for callers that keep buckets outside memory (the durable
+//! class writes them to Durable Object storage and reads them back after an eviction).
+//!
+//! Layout, little-endian: version (1 byte), flags (1 byte: bit 0 = has a policy), units
+//! (u64), last refill (u64 ns since the epoch), then with a policy its `max_tokens` and
+//! `refill_every_seconds` as f64. Units count in the unit of the options the bucket had when
+//! it was saved; [`Options::new`] rebuilds a policy exactly from its two numbers.
+
+use super::bucket::Bucket;
+use super::error::Error;
+use super::options::Options;
+use super::time::Instant;
+
+const VERSION: u8 = 1;
+const HAS_POLICY: u8 = 1;
+const PLAIN_LEN: usize = 18;
+const POLICY_LEN: usize = PLAIN_LEN + 16;
+
+/// A bucket and the key's own policy, as saved.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Snapshot {
+    pub bucket: Bucket,
+    pub policy: Option<Options>,
+}
+
+impl Snapshot {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut bytes = Vec::with_capacity(POLICY_LEN);
+        bytes.push(VERSION);
+        bytes.push(if self.policy.is_some() { HAS_POLICY } else { 0 });
+        bytes.extend_from_slice(&self.bucket.units().to_le_bytes());
+        bytes.extend_from_slice(&self.bucket.last_refill().as_nanos().to_le_bytes());
+        if let Some(policy) = &self.policy {
+            bytes.extend_from_slice(&(policy.max_tokens() as f64).to_le_bytes());
+            bytes.extend_from_slice(&policy.refill_every_seconds().to_le_bytes());
+        }
+        bytes
+    }
+
+    /// Reads what [`Snapshot::encode`] wrote; anything else is an error, never a panic.
+    /// `field` names the snapshot in the error (e.g. the key it was stored under).
+    pub fn decode(bytes: &[u8], field: &str) -> Result<Snapshot, Error> {
+        let unreadable = || Error::Unreadable {
+            field: field.into(),
+            length: bytes.len(),
+        };
+        let word = |at: usize| -> Option<[u8; 8]> { bytes.get(at..at + 8)?.try_into().ok() };
+        let (Some(&VERSION), Some(&flags)) = (bytes.first(), bytes.get(1)) else {
+            return Err(unreadable());
+        };
+        let expected_len = match flags {
+            0 => PLAIN_LEN,
+            HAS_POLICY => POLICY_LEN,
+            _ => return Err(unreadable()),
+        };
+        if bytes.len() != expected_len {
+            return Err(unreadable());
+        }
+        let (Some(units), Some(last_refill)) = (word(2), word(10)) else {
+            return Err(unreadable());
+        };
+        let policy = match (word(18), word(26)) {
+            (Some(max), Some(every)) => Some(
+                Options::new(f64::from_le_bytes(max), f64::from_le_bytes(every))
+                    .map_err(|_| unreadable())?,
+            ),
+            _ => None,
+        };
+        Ok(Snapshot {
+            bucket: Bucket::from_parts(
+                u64::from_le_bytes(units),
+                Instant::from_nanos(u64::from_le_bytes(last_refill)),
+            ),
+            policy,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bucket() -> Bucket {
+        Bucket::from_parts(
+            2_500_000_000,
+            Instant::from_nanos(1_800_000_000_000_000_123),
+        )
+    }
+
+    #[test]
+    fn round_trips_with_and_without_a_policy() {
+        let plain = Snapshot {
+            bucket: bucket(),
+            policy: None,
+        };
+        assert_eq!(plain.encode().len(), PLAIN_LEN);
+        assert_eq!(Snapshot::decode(&plain.encode(), "k"), Ok(plain));
+        let with_policy = Snapshot {
+            bucket: bucket(),
+            policy: Some(Options::new(9_007_199_254_740_991.0, 0.1).unwrap()),
+        };
+        assert_eq!(with_policy.encode().len(), POLICY_LEN);
+        assert_eq!(
+            Snapshot::decode(&with_policy.encode(), "k"),
+            Ok(with_policy)
+        );
+    }
+
+    #[test]
+    fn rejects_every_malformed_snapshot() {
+        let good = Snapshot {
+            bucket: bucket(),
+            policy: Some(Options::new(5.0, 1.0).unwrap()),
+        }
+        .encode();
+        let mut bad_policy = good.clone();
+        bad_policy[18..26].copy_from_slice(&0.5f64.to_le_bytes());
+        let mut bad_version = good.clone();
+        bad_version[0] = 2;
+        let mut bad_flags = good.clone();
+        bad_flags[1] = 3;
+        let cases: [&[u8]; 7] = [
+            &[],
+            &[VERSION],
+            &good[..PLAIN_LEN],
+            &good[..good.len() - 1],
+            &bad_policy,
+            &bad_version,
+            &bad_flags,
+        ];
+        for bytes in cases {
+            let error = Snapshot::decode(bytes, "stored bucket of \"k\"").unwrap_err();
+            assert!(
+                error.to_string().starts_with("stored bucket of \"k\""),
+                "{error}"
+            );
+        }
+    }
+}

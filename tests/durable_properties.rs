@@ -1,0 +1,332 @@
+#![cfg(not(target_arch = "wasm32"))]
+//! Property tests of saving and restoring buckets (the durable class): a limiter whose
+//! memory is thrown away at random moments, and rebuilt lazily from what it saved, answers
+//! every call exactly as a limiter that was never evicted. The glue here follows the
+//! protocol of js/server.js (DurableRateLimiterServer): load a key's saved bucket when memory
+//! does not hold it, save a key after every call that changes it, drop saved buckets that
+//! are full, and around an options change restore everything and save it all again.
+
+use std::collections::HashMap;
+
+use proptest::prelude::*;
+use rate_limiter::engine::{Cost, Instant, Limiter, OptionsPatch, Request};
+
+#[derive(Debug, Clone)]
+enum Op {
+    Consume {
+        key: u8,
+        cost: f64,
+    },
+    Check {
+        key: u8,
+        cost: f64,
+    },
+    Status {
+        key: u8,
+    },
+    Reset {
+        key: u8,
+    },
+    Limit {
+        key: u8,
+        cost: f64,
+        policy: Option<OptionsPatch>,
+    },
+    LimitAll {
+        keys: Vec<(u8, f64)>,
+    },
+    SetOptions(OptionsPatch),
+    Advance {
+        ms: u32,
+    },
+    /// The Durable Object is evicted: memory is gone, storage stays.
+    Evict,
+    /// The storage drops the saved buckets that are full by now.
+    DropFull,
+}
+
+fn patch() -> impl Strategy<Value = OptionsPatch> {
+    (
+        proptest::option::of((1u32..=12).prop_map(f64::from)),
+        proptest::option::of(prop_oneof![Just(0.25), Just(1.0), Just(2.5), Just(10.0)]),
+    )
+        .prop_map(|(max_tokens, refill_every_seconds)| OptionsPatch {
+            max_tokens,
+            refill_every_seconds,
+        })
+}
+
+fn cost() -> impl Strategy<Value = f64> {
+    prop_oneof![
+        Just(1.0),
+        Just(0.0),
+        (0u32..=6).prop_map(f64::from),
+        (0.0f64..4.0)
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let key = 0u8..5;
+    prop_oneof![
+        6 => (key.clone(), cost()).prop_map(|(key, cost)| Op::Consume { key, cost }),
+        2 => (key.clone(), cost()).prop_map(|(key, cost)| Op::Check { key, cost }),
+        2 => key.clone().prop_map(|key| Op::Status { key }),
+        1 => key.clone().prop_map(|key| Op::Reset { key }),
+        3 => (key.clone(), cost(), proptest::option::of(patch()))
+            .prop_map(|(key, cost, policy)| Op::Limit { key, cost, policy }),
+        1 => proptest::collection::vec((key, cost()), 1..3).prop_map(|keys| Op::LimitAll { keys }),
+        1 => patch().prop_map(Op::SetOptions),
+        4 => prop_oneof![0u32..3_000, 0u32..40_000].prop_map(|ms| Op::Advance { ms }),
+        2 => Just(Op::Evict),
+        1 => Just(Op::DropFull),
+    ]
+}
+
+/// A saved bucket as the storage keeps it: bytes, when it is full, whether it has a policy.
+type Row = (Vec<u8>, u128, bool);
+
+/// The storage of one Durable Object and the limiter in its memory.
+struct Durable {
+    limiter: Limiter,
+    rows: HashMap<Vec<u8>, Row>,
+    saved_options: Option<OptionsPatch>,
+    /// Every saved bucket is in memory (after an options change restored them all).
+    complete: bool,
+    seed: u64,
+}
+
+impl Durable {
+    fn new() -> Durable {
+        Durable {
+            limiter: Limiter::new(1),
+            rows: HashMap::new(),
+            saved_options: None,
+            complete: false,
+            seed: 1,
+        }
+    }
+
+    /// A new instance after an eviction: the saved options, nothing in memory.
+    fn evict(&mut self, now: Instant) {
+        self.seed += 1;
+        self.limiter = Limiter::new(self.seed);
+        self.complete = false;
+        if let Some(options) = self.saved_options {
+            self.limiter.set_options(options, now).unwrap();
+        }
+    }
+
+    fn load(&mut self, key: &[u8], now: Instant) {
+        if self.complete || self.limiter.holds(key) {
+            return;
+        }
+        if let Some((state, _, _)) = self.rows.get(key) {
+            self.limiter.restore(key, state, "saved", now).unwrap();
+        }
+    }
+
+    fn save(&mut self, key: &[u8]) {
+        match self.limiter.snapshot(key) {
+            Some(row) => self.rows.insert(key.to_vec(), row),
+            None => self.rows.remove(key),
+        };
+    }
+
+    fn set_options(&mut self, patch: OptionsPatch, now: Instant) {
+        let rewrites = self.limiter.options().patched(patch).unwrap() != self.limiter.options();
+        if rewrites && !self.complete {
+            for (key, (state, _, _)) in &self.rows {
+                self.limiter.restore(key, state, "saved", now).unwrap();
+            }
+            self.complete = true;
+        }
+        self.limiter.set_options(patch, now).unwrap();
+        let options = self.limiter.options();
+        self.saved_options = Some(OptionsPatch {
+            max_tokens: Some(options.max_tokens() as f64),
+            refill_every_seconds: Some(options.refill_every_seconds()),
+        });
+        if rewrites {
+            self.rows.retain(|_, (_, _, policy)| *policy);
+            for (key, state, full_at) in self.limiter.default_snapshots() {
+                self.rows.insert(key, (state, full_at, false));
+            }
+        }
+    }
+}
+
+fn key_bytes(key: u8) -> Vec<u8> {
+    vec![b'k', key]
+}
+
+const START_MS: f64 = 1_800_000_000_000.0;
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Every answer of the evicted-and-restored limiter equals the never-evicted one's, and
+    /// every bucket memory holds is saved.
+    #[test]
+    fn eviction_changes_no_answer(ops in proptest::collection::vec(op(), 1..150)) {
+        let mut memory = Limiter::new(99);
+        let mut durable = Durable::new();
+        let mut now_ms = START_MS;
+        for op in ops {
+            let now = Instant::from_millis(now_ms);
+            match op {
+                Op::Consume { key, cost } => {
+                    let (k, c) = (key_bytes(key), Cost::new(cost).unwrap());
+                    durable.load(&k, now);
+                    let allowed = durable.limiter.consume(&k, c, now);
+                    if allowed {
+                        durable.save(&k);
+                    }
+                    prop_assert_eq!(allowed, memory.consume(&k, c, now));
+                }
+                Op::Check { key, cost } => {
+                    let (k, c) = (key_bytes(key), Cost::new(cost).unwrap());
+                    durable.load(&k, now);
+                    prop_assert_eq!(durable.limiter.check(&k, c, now), memory.check(&k, c, now));
+                }
+                Op::Status { key } => {
+                    let k = key_bytes(key);
+                    durable.load(&k, now);
+                    prop_assert_eq!(durable.limiter.status(&k, now), memory.status(&k, now));
+                }
+                Op::Reset { key } => {
+                    let k = key_bytes(key);
+                    durable.limiter.reset(&k);
+                    durable.save(&k);
+                    memory.reset(&k);
+                }
+                Op::Limit { key, cost, policy } => {
+                    let (k, c) = (key_bytes(key), Cost::new(cost).unwrap());
+                    durable.load(&k, now);
+                    let d = durable.limiter.limit(&k, c, policy, now).unwrap();
+                    if d.allowed || policy.is_some() {
+                        durable.save(&k);
+                    }
+                    prop_assert_eq!(d, memory.limit(&k, c, policy, now).unwrap());
+                }
+                Op::LimitAll { keys } => {
+                    let mut keys = keys;
+                    keys.sort_by_key(|(k, _)| *k);
+                    keys.dedup_by_key(|(k, _)| *k);
+                    let owned: Vec<(Vec<u8>, Cost)> = keys
+                        .iter()
+                        .map(|(k, c)| (key_bytes(*k), Cost::new(*c).unwrap()))
+                        .collect();
+                    let requests: Vec<Request<'_>> = owned
+                        .iter()
+                        .map(|(key, cost)| Request { key, cost: *cost, policy: None })
+                        .collect();
+                    for (k, _) in &owned {
+                        durable.load(k, now);
+                    }
+                    let d = durable.limiter.limit_all(&requests, now).unwrap();
+                    for (k, _) in &owned {
+                        durable.save(k);
+                    }
+                    prop_assert_eq!(d, memory.limit_all(&requests, now).unwrap());
+                }
+                Op::SetOptions(patch) => {
+                    durable.set_options(patch, now);
+                    memory.set_options(patch, now).unwrap();
+                }
+                Op::Advance { ms } => now_ms += f64::from(ms),
+                Op::Evict => durable.evict(now),
+                Op::DropFull => {
+                    let now_ns = u128::from(now.as_nanos());
+                    durable.rows.retain(|_, (_, full_at, _)| *full_at > now_ns);
+                }
+            }
+            // Whatever memory holds that is not full is saved: restored alone, it reads the same.
+            for key in 0..5 {
+                let k = key_bytes(key);
+                // A clone: reads refill the bucket they read, which an options change can tell.
+                let mut held = durable.limiter.clone();
+                if held.holds(&k) && held.status(&k, now).reset_in_ms > 0.0 {
+                    let row = durable.rows.get(&k);
+                    prop_assert!(row.is_some(), "key {} is held but not saved", key);
+                    let mut alone = Limiter::new(7);
+                    if let Some(options) = durable.saved_options {
+                        alone.set_options(options, now).unwrap();
+                    }
+                    alone.restore(&k, &row.unwrap().0, "saved", now).unwrap();
+                    prop_assert_eq!(alone.status(&k, now), held.status(&k, now));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_restored_bucket_that_refilled_meanwhile_is_not_stored() {
+    let mut limiter = Limiter::new(1);
+    let at = |ms: f64| Instant::from_millis(START_MS + ms);
+    limiter
+        .set_options(
+            OptionsPatch {
+                max_tokens: Some(2.0),
+                refill_every_seconds: Some(1.0),
+            },
+            at(0.0),
+        )
+        .unwrap();
+    assert!(limiter.consume(b"k", Cost::ONE, at(0.0)));
+    let (state, full_at, policy) = limiter.snapshot(b"k").unwrap();
+    assert!(!policy);
+    assert_eq!(full_at, u128::from(at(1_000.0).as_nanos()));
+
+    let mut fresh = Limiter::new(2);
+    fresh
+        .set_options(
+            OptionsPatch {
+                max_tokens: Some(2.0),
+                refill_every_seconds: Some(1.0),
+            },
+            at(0.0),
+        )
+        .unwrap();
+    fresh.restore(b"k", &state, "saved", at(999.0)).unwrap();
+    assert!(fresh.holds(b"k"));
+    let mut later = Limiter::new(3);
+    later
+        .set_options(
+            OptionsPatch {
+                max_tokens: Some(2.0),
+                refill_every_seconds: Some(1.0),
+            },
+            at(0.0),
+        )
+        .unwrap();
+    later.restore(b"k", &state, "saved", at(1_000.0)).unwrap();
+    assert!(!later.holds(b"k"), "full at 1 s: nothing to hold");
+}
+
+#[test]
+fn unreadable_saved_bytes_are_an_error_not_a_panic() {
+    let mut limiter = Limiter::new(1);
+    let now = Instant::from_millis(START_MS);
+    for bytes in [&b""[..], b"\x01", b"\x02\x00", &[1u8; 40]] {
+        let error = limiter
+            .restore(b"k", bytes, "the stored bucket of key \"k\"", now)
+            .unwrap_err();
+        assert!(error
+            .to_string()
+            .starts_with("the stored bucket of key \"k\" is not a bucket"));
+        assert!(error.is_storage_error());
+    }
+    assert!(!limiter.holds(b"k"));
+}
+
+#[test]
+fn restore_keeps_a_bucket_memory_already_holds() {
+    let mut limiter = Limiter::new(1);
+    let now = Instant::from_millis(START_MS);
+    assert!(limiter.consume(b"k", Cost::new(3.0).unwrap(), now));
+    let (older, _, _) = limiter.snapshot(b"k").unwrap();
+    assert!(limiter.consume(b"k", Cost::new(3.0).unwrap(), now));
+    limiter.restore(b"k", &older, "saved", now).unwrap();
+    assert_eq!(limiter.status(b"k", now).remaining, 4.0);
+}
