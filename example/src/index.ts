@@ -1,7 +1,9 @@
 // Example Worker: a per-IP rate limiter, following the package Quickstart.
 // One Durable Object per client IP; each holds that client's `api` bucket, and one
 // `limit()` call per request decides, consumes and reports.
+// `/` and `/api/*` are the playground (playground.ts); every other path is the Quickstart.
 import { rateLimitHeaders, type RateLimiterServer } from '@delightstack/rate-limiter';
+import { playground } from './playground';
 
 // The Durable Object class must be exported from the Worker entry.
 export { RateLimiterServer } from '@delightstack/rate-limiter';
@@ -15,6 +17,9 @@ const POLICY = { max_tokens: 10, refill_every_seconds: 10 };
 
 export default {
   async fetch(request: Request, env: Env): Promise<Response> {
+    const { pathname } = new URL(request.url);
+    if (pathname === '/' || pathname.startsWith('/api/')) return playground(request, env);
+
     // Cloudflare sets CF-Connecting-IP on every request (`wrangler dev` too: 127.0.0.1 for
     // local clients). The fallback only serves requests that reach the handler some other
     // way (e.g. a test calling it directly); they all share one bucket.

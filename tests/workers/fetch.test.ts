@@ -1,11 +1,12 @@
 // The Quickstart flow end to end: HTTP requests into the example Worker, which makes one
 // `limit()` RPC call per request to the per-IP RateLimiterServer and answers with
-// `rateLimitHeaders`. Each test uses its own client IP, so its own object.
+// `rateLimitHeaders`, on every path but the playground's (`/`, `/api/*`: playground.test.ts).
+// Each test uses its own client IP, so its own object.
 import { env, exports } from 'cloudflare:workers';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 
-const get = (ip?: string) =>
-  exports.default.fetch('https://example.com/', {
+const get = (ip?: string, path = '/hello') =>
+  exports.default.fetch(`https://example.com${path}`, {
     headers: ip === undefined ? {} : { 'CF-Connecting-IP': ip },
   });
 
@@ -110,6 +111,29 @@ describe('example Worker', () => {
     await response.arrayBuffer();
     const stub = env.LIMITER.get(env.LIMITER.idFromName('127.0.0.1'));
     expect((await stub.getStatus('api')).remaining).toBe(9);
+  });
+
+  it("limits every path but the playground's with one per-IP bucket; `/` and `/api/*` do not count", async () => {
+    const ip = '203.0.113.5';
+    const paths = ['/hello', '/some/other/path?x=1', '/api', '/favicon.ico'];
+    for (const [i, path] of paths.entries()) {
+      const response = await get(ip, path);
+      expect(response.status, path).toBe(200);
+      expect(header(response, 'X-RateLimit-Remaining'), path).toBe(String(9 - i));
+      await response.arrayBuffer();
+    }
+    const page = await get(ip, '/');
+    expect(page.headers.get('Content-Type')).toMatch(/^text\/html/);
+    await page.arrayBuffer();
+    const playground = await exports.default.fetch('https://example.com/api/status', {
+      method: 'POST',
+      headers: { 'CF-Connecting-IP': ip },
+      body: JSON.stringify({ key: 'api' }),
+    });
+    expect(playground.status).toBe(200);
+    await playground.arrayBuffer();
+    const stub = env.LIMITER.get(env.LIMITER.idFromName(ip));
+    expect((await stub.getStatus('api')).remaining).toBe(6);
   });
 
   it('rounds Reset, t and Retry-After up to whole seconds, and lets a client back in after it', async () => {

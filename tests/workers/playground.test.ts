@@ -1,0 +1,224 @@
+// The playground of the example Worker (example/src/playground.ts) inside workerd: its page
+// at `/` and the JSON endpoints the page calls, which drive the real RateLimiterServer. The
+// page itself is tested in Chromium by tests/browser/playground.mjs.
+// Every test uses its own keys; all of them live in the one "playground" object.
+import { env, exports } from 'cloudflare:workers';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+
+const T0 = Date.UTC(2026, 3, 1);
+const POLICY = { max_tokens: 3, refill_every_seconds: 1 };
+const DEFAULTS = { max_tokens: 10, refill_every_seconds: 10 };
+
+const playgroundObject = () => env.LIMITER.get(env.LIMITER.idFromName('playground'));
+
+const call = (method: string, path: string, body?: unknown) =>
+  exports.default.fetch(`https://example.com${path}`, {
+    method,
+    headers: { 'Content-Type': 'application/json' },
+    body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+  });
+
+const post = (path: string, body: unknown) => call('POST', path, body);
+
+/** The headers of a response that rateLimitHeaders() sets, as a plain object. */
+function rateLimitFields(response: Response): Record<string, string> {
+  const fields: Record<string, string> = {};
+  for (const [name, value] of response.headers) {
+    if (/^(x-)?ratelimit|^retry-after$/.test(name)) fields[name] = value;
+  }
+  return fields;
+}
+
+async function status(key: string, policy?: object) {
+  const response = await post('/api/status', { key, policy });
+  expect(response.status).toBe(200);
+  return ((await response.json()) as { status: unknown }).status;
+}
+
+async function error(response: Response) {
+  expect(response.headers.get('Content-Type')).toMatch(/^application\/json/);
+  return ((await response.json()) as { error: { name: string; message: string } }).error;
+}
+
+afterEach(async () => {
+  vi.useRealTimers();
+  await playgroundObject().setOptions(DEFAULTS);
+});
+
+describe('GET /: the page', () => {
+  it('is one self-contained HTML document, readable on a phone', async () => {
+    const response = await call('GET', '/');
+    expect(response.status).toBe(200);
+    expect(response.headers.get('Content-Type')).toBe('text/html; charset=utf-8');
+    const html = await response.text();
+    expect(html).toMatch(/^<!doctype html>/);
+    expect(html).toContain('<title>Rate limiter playground</title>');
+    expect(html).toContain('<meta name="viewport" content="width=device-width, initial-scale=1">');
+    // Offline: no absolute URL, no external script, stylesheet, font or image.
+    expect(html).not.toMatch(/https?:|\/\/[a-z]/i);
+    expect(html).not.toMatch(/@import|url\(|<script[^>]+src|<img/i);
+    const links = [...html.matchAll(/\b(?:src|href)="([^"]*)"/g)].map((m) => m[1]);
+    expect(links).toEqual(['data:,']);
+    // The page calls the endpoints tested below.
+    for (const path of ['/api/limit', '/api/status', '/api/options', '/api/reset']) {
+      expect(html).toContain(`'${path}'`);
+    }
+  });
+
+  it('answers other methods on / with 405', async () => {
+    const response = await call('POST', '/', {});
+    expect(response.status).toBe(405);
+    expect(response.headers.get('Allow')).toBe('GET');
+    expect((await error(response)).name).toBe('MethodNotAllowed');
+  });
+});
+
+describe('POST /api/limit', () => {
+  it('answers 200 with the decision and its rate-limit headers, then 429 with Retry-After', async () => {
+    vi.useFakeTimers();
+    vi.setSystemTime(T0);
+    const key = 'pg-limit';
+    for (const remaining of [2, 1, 0]) {
+      const response = await post('/api/limit', { key, cost: 1, policy: POLICY });
+      expect(response.status).toBe(200);
+      expect(rateLimitFields(response)).toEqual({
+        'ratelimit-policy': '"playground";q=3;w=3',
+        ratelimit: `"playground";r=${remaining};t=1`,
+        'x-ratelimit-limit': '3',
+        'x-ratelimit-remaining': String(remaining),
+        'x-ratelimit-reset': '1',
+      });
+      expect(await response.json()).toEqual({
+        decision: { allowed: true, remaining, limit: 3, reset_in_ms: 1000, retry_after_ms: 0, window_ms: 3000 },
+      });
+    }
+    vi.setSystemTime(T0 + 400);
+    const denied = await post('/api/limit', { key, cost: 1, policy: POLICY });
+    expect(denied.status).toBe(429);
+    expect(rateLimitFields(denied)).toEqual({
+      'ratelimit-policy': '"playground";q=3;w=3',
+      ratelimit: '"playground";r=0;t=1',
+      'x-ratelimit-limit': '3',
+      'x-ratelimit-remaining': '0',
+      'x-ratelimit-reset': '1',
+      'retry-after': '1',
+    });
+    expect(await denied.json()).toEqual({
+      decision: { allowed: false, remaining: 0, limit: 3, reset_in_ms: 600, retry_after_ms: 600, window_ms: 3000 },
+    });
+    // The playground's Durable Object holds that bucket: the denied call took nothing.
+    expect(await playgroundObject().getStatus(key)).toEqual({ remaining: 0, limit: 3, reset_in_ms: 600 });
+  });
+
+  it('takes the cost (default 1) and denies a cost above the capacity with no Retry-After', async () => {
+    const key = 'pg-cost';
+    const first = await post('/api/limit', { key, policy: POLICY });
+    expect(((await first.json()) as { decision: { remaining: number } }).decision.remaining).toBe(2);
+    const half = await post('/api/limit', { key, cost: 0.5, policy: POLICY });
+    expect(((await half.json()) as { decision: { remaining: number } }).decision.remaining).toBe(1.5);
+    const never = await post('/api/limit', { key, cost: 4, policy: POLICY });
+    expect(never.status).toBe(429);
+    expect(never.headers.get('Retry-After')).toBeNull();
+    expect(((await never.json()) as { decision: { retry_after_ms: null } }).decision.retry_after_ms).toBeNull();
+  });
+
+  it('answers 400 with the limiter\'s own error for bad input, and changes nothing', async () => {
+    const key = 'pg-errors';
+    const cases: [unknown, string, string][] = [
+      [{ key, cost: 1, policy: { max_tokens: 0, refill_every_seconds: 1 } }, 'RangeError',
+        'policy.max_tokens must be a whole number from 1 to 9007199254740991, got 0'],
+      [{ key, cost: 1, policy: { max_token: 5 } }, 'TypeError',
+        'policy has no field "max_token" (the fields are max_tokens and refill_every_seconds)'],
+      [{ key, cost: -1 }, 'RangeError', 'cost must be a finite number >= 0, got -1'],
+      [{ key, cost: null }, 'TypeError', 'cost must be a number, got null'],
+      [{ key: 5 }, 'TypeError', 'key must be a string, got number 5'],
+      [{ cost: 1 }, 'TypeError', 'key must be a string, got undefined'],
+      ['{"key": "pg-errors",', 'TypeError', 'the request body must be JSON'],
+      [[key], 'TypeError', 'the request body must be a JSON object'],
+    ];
+    for (const [body, name, message] of cases) {
+      const response = await post('/api/limit', body);
+      expect(response.status, JSON.stringify(body)).toBe(400);
+      expect(await error(response)).toEqual({ name, message });
+    }
+    expect(await playgroundObject().getStatus(key)).toEqual({ remaining: 10, limit: 10, reset_in_ms: 0 });
+  });
+});
+
+describe('POST /api/status', () => {
+  it('reads the bucket without consuming: getStatus, or under the page\'s policy', async () => {
+    vi.useFakeTimers();
+    vi.setSystemTime(T0);
+    const key = 'pg-status';
+    expect(await status(key)).toEqual({ remaining: 10, limit: 10, reset_in_ms: 0 });
+    expect(await status(key, POLICY)).toEqual({ remaining: 3, limit: 3, reset_in_ms: 0 });
+    await post('/api/limit', { key, cost: 2, policy: POLICY }).then((r) => r.arrayBuffer());
+    vi.setSystemTime(T0 + 250);
+    for (let i = 0; i < 3; i++) {
+      expect(await status(key, POLICY)).toEqual({ remaining: 1, limit: 3, reset_in_ms: 750 });
+      expect(await status(key)).toEqual({ remaining: 1, limit: 3, reset_in_ms: 750 });
+    }
+    vi.setSystemTime(T0 + 1000);
+    expect(await status(key, POLICY)).toEqual({ remaining: 2, limit: 3, reset_in_ms: 1000 });
+    // Full again: the bucket forgets its policy, so getStatus falls back to the instance
+    // options, while the page's read under its policy still shows that policy's bucket.
+    vi.setSystemTime(T0 + 2000);
+    expect(await status(key, POLICY)).toEqual({ remaining: 3, limit: 3, reset_in_ms: 0 });
+    expect(await status(key)).toEqual({ remaining: 10, limit: 10, reset_in_ms: 0 });
+  });
+
+  it('answers 400 for a bad policy', async () => {
+    const response = await post('/api/status', { key: 'pg-status-bad', policy: { refill_every_seconds: 0 } });
+    expect(response.status).toBe(400);
+    expect(await error(response)).toEqual({
+      name: 'RangeError',
+      message: 'policy.refill_every_seconds must be a finite number > 0, got 0',
+    });
+  });
+});
+
+describe('POST /api/options and /api/reset', () => {
+  it('setOptions applies to calls without a policy; bad options answer 400 and change nothing', async () => {
+    const key = 'pg-options';
+    const ok = await post('/api/options', { max_tokens: 2, refill_every_seconds: 60 });
+    expect(ok.status).toBe(200);
+    expect(await ok.json()).toEqual({ ok: true });
+    const first = await post('/api/limit', { key, cost: 1 });
+    expect(first.headers.get('RateLimit-Policy')).toBe('"playground";q=2;w=120');
+    await first.arrayBuffer();
+
+    const bad = await post('/api/options', { max_tokens: 5, refill_every_seconds: -1 });
+    expect(bad.status).toBe(400);
+    expect(await error(bad)).toEqual({
+      name: 'RangeError',
+      message: 'refill_every_seconds must be a finite number > 0, got -1',
+    });
+    const typo = await post('/api/options', { max_token: 5 });
+    expect(typo.status).toBe(400);
+    expect((await error(typo)).name).toBe('TypeError');
+    // All or nothing: max_tokens is still 2.
+    expect(await status(key)).toMatchObject({ remaining: 1, limit: 2 });
+  });
+
+  it('reset forgets the bucket', async () => {
+    const key = 'pg-reset';
+    await post('/api/limit', { key, cost: 3, policy: POLICY }).then((r) => r.arrayBuffer());
+    expect(await status(key, POLICY)).toMatchObject({ remaining: 0 });
+    const response = await post('/api/reset', { key });
+    expect(response.status).toBe(200);
+    expect(await response.json()).toEqual({ ok: true });
+    expect(await playgroundObject().getStatus(key)).toEqual({ remaining: 10, limit: 10, reset_in_ms: 0 });
+  });
+});
+
+describe('routing', () => {
+  it('answers unknown /api/ paths with 404 and GET on an endpoint with 405', async () => {
+    const missing = await post('/api/nope', {});
+    expect(missing.status).toBe(404);
+    expect(await error(missing)).toEqual({ name: 'NotFound', message: 'no endpoint /api/nope' });
+    const get = await call('GET', '/api/limit');
+    expect(get.status).toBe(405);
+    expect(get.headers.get('Allow')).toBe('POST');
+    await get.arrayBuffer();
+  });
+});
