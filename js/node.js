@@ -1,6 +1,7 @@
 // Entry for plain Node (a consumer's unit tests): reads the .wasm from disk. Extends
-// DurableObject when `cloudflare:workers` resolves, else a stand-in with the same constructor;
-// with the stand-in, DurableRateLimiterServer keeps its copy in memory when ctx has no storage.
+// DurableObject when `cloudflare:workers` resolves (a test framework's), else a stand-in with
+// the same constructor. Node has no Durable Object storage: given a ctx without one,
+// DurableRateLimiterServer keeps its copy in memory, per ctx object.
 import { readFileSync } from 'node:fs';
 import { initSync } from './rate_limiter.js';
 import { defineRateLimiterServers } from './server.js';
@@ -26,5 +27,5 @@ const wasmModule = new WebAssembly.Module(
 export const { RateLimiterServer, DurableRateLimiterServer } = defineRateLimiterServers(
   Base,
   () => initSync({ module: wasmModule }),
-  { storageStandIn: Base === DurableObjectStandIn },
+  { storageStandIn: true },
 );

@@ -3,7 +3,7 @@
 // input reaches a trap in the real package, so this suite loads a test-only build
 // (scripts/build.sh --trap-switch) in which consuming one reserved key executes `unreachable`.
 import { describe, expect, it } from 'vitest';
-import { RateLimiterServer } from '../../target/pkg-trap-switch';
+import { DurableRateLimiterServer, RateLimiterServer } from '../../target/pkg-trap-switch';
 import type { Ctx } from './support';
 import { status } from './support';
 
@@ -45,5 +45,20 @@ describe('after a trap', () => {
     }
     expect(() => server.consume('k', Number.NaN)).toThrow(RangeError);
     expect(server.limit('k', 1, { max_tokens: 5 })).toMatchObject({ allowed: true, limit: 5 });
+  });
+});
+
+describe('after a trap, the durable class', () => {
+  it('reads its buckets back from storage: nothing is lost', () => {
+    const server = new DurableRateLimiterServer({} as Ctx, {});
+    server.setOptions({ max_tokens: 3, refill_every_seconds: 60 });
+    expect(server.consume('k', 2)).toBe(true);
+    expect(server.limit('p', 4, { max_tokens: 9 })).toMatchObject({ allowed: true, remaining: 5 });
+
+    expect(() => server.consume(TRAP)).toThrow(WebAssembly.RuntimeError);
+
+    expect(server.getStatus('k')).toEqual(status(1, 3, 60_000));
+    expect(server.getStatus('p')).toEqual(status(5, 9, 60_000));
+    expect(server.consume('k', 2)).toBe(false);
   });
 });

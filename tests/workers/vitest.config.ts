@@ -1,23 +1,42 @@
 /// <reference types="vite/client" />
-// The workerd suite: runs inside workerd (Miniflare) with the example Worker as `main`, so
-// the example and the packaged RateLimiterServer are what get tested.
-// Run: npx vitest run --config tests/workers/vitest.config.ts
+// The workerd suite: runs inside workerd (Miniflare) in two projects.
+// - `memory`: the example Worker (example/src/index.ts, wrangler.toml) as `main`, so the
+//   example and the packaged RateLimiterServer are what get tested.
+// - `durable`: the same Worker with LIMITER bound to DurableRateLimiterServer on SQLite
+//   storage (tests/workers/durable/), running every behaviour test again unchanged, plus
+//   the durable class's own tests (tests/workers/durable/*.test.ts).
+// Run: npx vitest run --config tests/workers/vitest.config.ts [--project memory|durable]
 import { cloudflareTest } from '@cloudflare/vitest-pool-workers';
 import { defineConfig } from 'vitest/config';
 
 // The repo root, whatever the working directory (no node:url: the project has no @types/node).
 const root = decodeURIComponent(new URL('../..', import.meta.url).pathname);
 
+/** Tests of the limiter's behaviour over RPC, which both classes must pass alike. */
+const BEHAVIOUR = ['rpc', 'limit', 'adversarial', 'concurrency'].map((name) => `tests/workers/${name}.test.ts`);
+
 export default defineConfig({
   root,
-  plugins: [
-    cloudflareTest({
-      // Both relative to `root`.
-      main: './example/src/index.ts',
-      wrangler: { configPath: './wrangler.toml' },
-    }),
-  ],
   test: {
-    include: ['tests/workers/**/*.test.ts'],
+    projects: [
+      {
+        root,
+        plugins: [
+          // Both relative to `root`.
+          cloudflareTest({ main: './example/src/index.ts', wrangler: { configPath: './wrangler.toml' } }),
+        ],
+        test: { name: 'memory', include: ['tests/workers/*.test.ts'] },
+      },
+      {
+        root,
+        plugins: [
+          cloudflareTest({
+            main: './tests/workers/durable/entry.ts',
+            wrangler: { configPath: './tests/workers/durable/wrangler.toml' },
+          }),
+        ],
+        test: { name: 'durable', include: [...BEHAVIOUR, 'tests/workers/durable/*.test.ts'] },
+      },
+    ],
   },
 });
