@@ -16,7 +16,10 @@
 //!   policy's smaller capacity, which the copy reproduces);
 //! - a denied `limit` is allowed again exactly `retry_after_ms` later (not 1 ms earlier) if
 //!   nothing else happens, and a `None` wait means never;
-//! - `stored_buckets()` never exceeds the number of distinct keys used.
+//! - `stored_buckets()` never exceeds the number of distinct keys used;
+//! - saving and restoring (the durable class): a fresh limiter with the same options, given
+//!   the snapshot of every bucket, reports every key exactly as the original does, and
+//!   `restore` of arbitrary bytes returns `Ok` or `Err` without touching other keys.
 #![no_main]
 
 use std::collections::{HashMap, HashSet};
@@ -689,6 +692,51 @@ impl Harness {
         }
     }
 
+    /// An eviction: a fresh limiter rebuilt from the instance options and the snapshots
+    /// reads every key as the original does.
+    fn op_evict_compare(&mut self) {
+        if !self.copies(2) {
+            return;
+        }
+        let options = self.limiter.options();
+        let mut fresh = Limiter::new(0x5eed);
+        let patch = OptionsPatch {
+            max_tokens: Some(options.max_tokens() as f64),
+            refill_every_seconds: Some(options.refill_every_seconds()),
+        };
+        fresh.set_options(patch, self.now).expect("the options it had are valid");
+        let keys: Vec<Vec<u8>> = self.tracks.keys().cloned().collect();
+        for key in &keys {
+            if let Some((state, _, _)) = self.limiter.snapshot(key) {
+                fresh
+                    .restore(key, &state, "saved", self.now)
+                    .expect("a snapshot restores");
+            }
+        }
+        let mut original = self.limiter.clone();
+        for key in &keys {
+            assert_eq!(
+                fresh.status(key, self.now),
+                original.status(key, self.now),
+                "restored {key:?} differs"
+            );
+        }
+    }
+
+    /// `restore` of arbitrary bytes: no panic, and no other key changes.
+    fn op_restore_bytes(&mut self, key: &[u8], saved: &[u8]) {
+        if !self.copies(1) {
+            return;
+        }
+        let mut copy = self.limiter.clone();
+        let _ = copy.restore(key, saved, "saved", self.now);
+        let keys: Vec<Vec<u8>> = self.tracks.keys().cloned().collect();
+        let mut original = self.limiter.clone();
+        for other in keys.iter().filter(|k| k.as_slice() != key) {
+            assert_eq!(copy.status(other, self.now), original.status(other, self.now));
+        }
+    }
+
     fn op_clock(&mut self, bytes: &mut Bytes) {
         let now = self.now.as_nanos();
         let to = match bytes.u8() % 10 {
@@ -758,7 +806,17 @@ fuzz_target!(|data: &[u8]| {
                 let to = h.now.saturating_add(ms * NANOS_PER_MS);
                 h.set_now(to);
             }
-            _ => h.op_clock(&mut bytes),
+            14 => h.op_clock(&mut bytes),
+            _ => match bytes.u8() % 3 {
+                0 => h.op_evict_compare(),
+                1 => {
+                    let key = bytes.key();
+                    let len = usize::from(bytes.u8() % 40);
+                    let saved = bytes.take(len);
+                    h.op_restore_bytes(&key, &saved);
+                }
+                _ => h.op_clock(&mut bytes),
+            },
         }
         assert!(
             h.limiter.stored_buckets() <= h.stored_keys.len(),
