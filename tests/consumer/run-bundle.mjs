@@ -1,9 +1,11 @@
 // Runs the `wrangler deploy --dry-run` output of the consumer Worker in Miniflare (workerd),
-// as Cloudflare would: the bundled entry plus its .wasm as a compiled module, and the
-// LIMITER Durable Object namespace bound to the re-exported RateLimiterServer class.
+// as Cloudflare would: the bundled entry plus its .wasm as a compiled module, LIMITER bound to
+// the re-exported RateLimiterServer and LOGIN_LIMITER to DurableRateLimiterServer on SQLite
+// storage persisted in a temp directory, so that a second Miniflare finds what the first saved.
 // Usage: node run-bundle.mjs <dist dir>. Prints one line per check; exits 1 on a failure.
 import { createRequire } from 'node:module';
-import { readdirSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -25,17 +27,24 @@ function check(condition, what, detail = '') {
   console.log(`  ok   ${what}`);
 }
 
-const mf = new Miniflare({
-  modules: true,
-  scriptPath: entry,
-  modulesRoot: dist,
-  modulesRules: [{ type: 'CompiledWasm', include: ['**/*.wasm'] }],
-  durableObjects: { LIMITER: 'RateLimiterServer' },
-  compatibilityDate: '2026-04-01',
-});
+const persist = mkdtempSync(join(tmpdir(), 'consumer-do-'));
+const start = () =>
+  new Miniflare({
+    modules: true,
+    scriptPath: entry,
+    modulesRoot: dist,
+    modulesRules: [{ type: 'CompiledWasm', include: ['**/*.wasm'] }],
+    durableObjects: {
+      LIMITER: 'RateLimiterServer',
+      LOGIN_LIMITER: { className: 'DurableRateLimiterServer', useSQLite: true },
+    },
+    durableObjectsPersist: persist,
+    compatibilityDate: '2026-04-01',
+  });
+let mf = start();
 
-async function hit(ip) {
-  const res = await mf.dispatchFetch('http://consumer.example/api', {
+async function hit(ip, path = '/api') {
+  const res = await mf.dispatchFetch(`http://consumer.example${path}`, {
     headers: { 'CF-Connecting-IP': ip },
   });
   await res.arrayBuffer();
@@ -97,11 +106,39 @@ try {
     'another IP (198.51.100.1) has its own bucket: 200, X-RateLimit-Remaining 9',
     `got ${other.status}, remaining ${other.headers.get('X-RateLimit-Remaining')}`,
   );
+
+  // The durable class: 3 login attempts, a restart of the whole runtime, then the 4th
+  // attempt finds 2 left, where the in-memory class comes back full.
+  const attacker = '192.0.2.66';
+  for (let i = 1; i <= 3; i += 1) {
+    const res = await hit(attacker, '/login');
+    check(
+      res.status === 200 && res.headers.get('X-RateLimit-Remaining') === String(5 - i),
+      `login ${i} from ${attacker}: 200, X-RateLimit-Remaining ${5 - i}`,
+      `got ${res.status}, remaining ${res.headers.get('X-RateLimit-Remaining')}`,
+    );
+  }
+  await mf.dispose();
+  mf = start();
+  await mf.ready;
+  const afterRestart = await hit(attacker, '/login');
+  check(
+    afterRestart.status === 200 && afterRestart.headers.get('X-RateLimit-Remaining') === '1',
+    'after a restart of Miniflare on the same storage, login 4: 200, X-RateLimit-Remaining 1 (DurableRateLimiterServer kept the bucket)',
+    `got ${afterRestart.status}, remaining ${afterRestart.headers.get('X-RateLimit-Remaining')}`,
+  );
+  const memoryAfterRestart = await hit(ip);
+  check(
+    memoryAfterRestart.status === 200 && memoryAfterRestart.headers.get('X-RateLimit-Remaining') === '9',
+    `after the restart, ${ip} on /api: 200, X-RateLimit-Remaining 9 (RateLimiterServer starts empty)`,
+    `got ${memoryAfterRestart.status}, remaining ${memoryAfterRestart.headers.get('X-RateLimit-Remaining')}`,
+  );
 } catch (error) {
   failed = true;
   if (!String(error?.message).startsWith('check failed')) console.error('  FAIL', error);
 } finally {
   await mf.dispose();
+  rmSync(persist, { recursive: true, force: true });
 }
 if (!failed) check(true, 'Miniflare disposed');
 console.log(`run-bundle: ${passed} checks passed`);

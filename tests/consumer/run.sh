@@ -160,13 +160,13 @@ if (externals.join() !== want.join()) problems.push(`external imports ${external
 if (!pkgInputs.includes('node_modules/@delightstack/rate-limiter/workerd.js')) problems.push('workerd.js not bundled');
 if (pkgInputs.some((p) => !p.startsWith('node_modules/@delightstack/rate-limiter/') || p.endsWith('/node.js')))
   problems.push(`package inputs ${pkgInputs.join(', ')}`);
-if (out.exports.sort().join() !== 'RateLimiterServer,default') problems.push(`exports ${out.exports.join(', ')}`);
+if (out.exports.sort().join() !== 'DurableRateLimiterServer,RateLimiterServer,default') problems.push(`exports ${out.exports.join(', ')}`);
 if (problems.length) { console.error(problems.join('; ')); process.exit(1); }
-console.log(`  ok   metafile: bundled ${pkgInputs.map((p) => p.split('/').pop()).join(', ')} from tests/consumer/node_modules (workerd entry), exports RateLimiterServer and default`);
+console.log(`  ok   metafile: bundled ${pkgInputs.map((p) => p.split('/').pop()).join(', ')} from tests/consumer/node_modules (workerd entry), exports DurableRateLimiterServer, RateLimiterServer and default`);
 JS
 checks=$((checks + 1))
 
-step "6. run the bundle in Miniflare: 10 x 200, then 429; another IP still 200"
+step "6. run the bundle in Miniflare: 10 x 200, then 429; another IP still 200; /login survives a restart"
 node "$here/run-bundle.mjs" "$here/dist" | tee "$tmp/run.out" || fail "run-bundle.mjs"
 run_checks="$(sed -n 's/^run-bundle: \([0-9]*\) checks passed$/\1/p' "$tmp/run.out")"
 [ -n "$run_checks" ] || fail "run-bundle.mjs reported no check count"

@@ -3,6 +3,7 @@
 // the unused directive.
 import { rateLimitHeaders } from '@delightstack/rate-limiter';
 import type {
+  DurableRateLimiterServer,
   RateLimitAllDecision,
   RateLimitDecision,
   RateLimiterOptions,
@@ -83,6 +84,19 @@ export async function typedUses(env: Env): Promise<void> {
   // @ts-expect-error a policy name is a string (or one per limit)
   rateLimitHeaders(d, { name: 1 });
   void notBoolean;
+}
+
+// The durable class has the same methods and results, and is a RateLimiterServer.
+export async function durableUses(env: Env): Promise<void> {
+  const stub: DurableObjectStub<DurableRateLimiterServer> = env.LOGIN_LIMITER.get(
+    env.LOGIN_LIMITER.idFromName('1.2.3.4'),
+  );
+  const d: RateLimitDecision = await stub.limit('login', 1, { max_tokens: 5, refill_every_seconds: 300 });
+  const s: RateLimiterStatus = await stub.getStatus('login');
+  const asMemory: RateLimiterServer = {} as DurableRateLimiterServer;
+  // @ts-expect-error a policy has no field max_token
+  await stub.limit('login', 1, { max_token: 5 });
+  void [d, s, asMemory];
 }
 
 // The same class, driven directly and synchronously (as unit tests do).
