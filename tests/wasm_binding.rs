@@ -252,3 +252,75 @@ fn limit_all_reads_plain_request_objects() {
     assert!(message(&e).starts_with("requests[1].key repeats the key of requests[0].key"));
     assert_eq!(status(&mut l, T0, &key("a")).0, 8.0);
 }
+
+/// A key with a lone surrogate, as JS makes it (Rust strings cannot hold one).
+fn lone_surrogate_key() -> JsValue {
+    JsString::from_char_code(&[0x6b, 0xd800]).into()
+}
+
+#[wasm_bindgen_test]
+fn saved_buckets_restore_into_a_fresh_limiter_with_their_keys_and_policies() {
+    let mut l = RateLimiter::new(1, 2);
+    let (plain, lone) = (key("login"), lone_surrogate_key());
+    assert!(l.consume(T0, &plain, &num(3.0)).unwrap());
+    assert!(l.consume(T0, &lone, &num(4.0)).unwrap());
+    let policy = object(&[("max_tokens", num(50.0))]);
+    l.limit(T0, &key("upload"), &num(20.0), &policy).unwrap();
+    assert!(l.holds(&lone).unwrap() && l.holds_text("login") && !l.holds_text("other"));
+    assert!(l.saved(&key("other")).unwrap().is_undefined());
+
+    let mut fresh = RateLimiter::new(3, 4);
+    for k in [&plain, &lone, &key("upload")] {
+        let saved = l.saved(k).unwrap();
+        let state = Reflect::get(&saved, &key("state")).unwrap();
+        let has_policy = Reflect::get(&saved, &key("policy"))
+            .unwrap()
+            .as_bool()
+            .unwrap();
+        assert_eq!(has_policy, k.as_string().as_deref() == Some("upload"));
+        assert!(field(&saved, "full_at_ms") > T0);
+        fresh.restore(T0 + 1.0, k, state.unchecked_ref()).unwrap();
+    }
+    for k in [&plain, &lone, &key("upload")] {
+        assert_eq!(status(&mut fresh, T0 + 1.0, k), status(&mut l, T0 + 1.0, k));
+    }
+    // The lone surrogate and its UTF-8 replacement stay apart through save and restore.
+    assert_eq!(status(&mut fresh, T0, &key("k\u{fffd}")).0, 10.0);
+    let all = fresh.default_buckets();
+    assert_eq!(
+        all.length(),
+        2,
+        "login and the lone-surrogate key have no policy"
+    );
+}
+
+#[wasm_bindgen_test]
+fn unreadable_saved_bytes_throw_a_plain_error_naming_the_key() {
+    let mut l = RateLimiter::new(1, 2);
+    let bytes = js_sys::Uint8Array::from(&[1u8, 0, 7][..]);
+    let error = l.restore(T0, &key("k"), &bytes.buffer()).unwrap_err();
+    assert!(!error.is_instance_of::<TypeError>() && !error.is_instance_of::<RangeError>());
+    assert!(error.is_instance_of::<js_sys::Error>());
+    assert_eq!(
+        message(&error),
+        "the stored bucket of key \"k\" is not a bucket this version saved (3 bytes): reset the key to start it afresh"
+    );
+    assert!(!l.holds_text("k"));
+}
+
+#[wasm_bindgen_test]
+fn prepared_options_apply_once_and_report_a_change() {
+    let mut l = RateLimiter::new(1, 2);
+    assert!(!l
+        .prepare_options(options(object(&[("max_tokens", num(10.0))])))
+        .unwrap());
+    assert!(l
+        .prepare_options(options(object(&[("max_tokens", num(4.0))])))
+        .unwrap());
+    l.apply_prepared_options(T0).unwrap();
+    assert_eq!(status(&mut l, T0, &key("k")).1, 4.0);
+    let bad = l.prepare_options(options(object(&[("max_tokens", num(0.5))])));
+    assert!(bad.unwrap_err().is_instance_of::<RangeError>());
+    l.apply_prepared_options(T0).unwrap(); // nothing prepared: nothing changes
+    assert_eq!(status(&mut l, T0, &key("k")).1, 4.0);
+}
