@@ -39,3 +39,9 @@ export function wrongUses(): void {
   // @ts-expect-error failOpen is a boolean
   rateLimit({ binding: 'LIMITER', policy, failOpen: 'yes' });
 }
+
+// The durable class works with the middleware alike: slow login limits survive eviction.
+export const login = rateLimit<Env>({
+  binding: (env) => env.LOGIN_LIMITER,
+  policy: { name: 'login', max_tokens: 5, refill_every_seconds: 300 },
+});
