@@ -42,6 +42,7 @@ layer wasm-chromium "$cargo_tests" env WASM_BINDGEN_USE_BROWSER=1 \
   cargo test --target wasm32-unknown-unknown --test wasm_binding
 layer node "$vitest_tests" vitest run --config tests/node/vitest.config.ts
 layer workerd "$vitest_tests" vitest run --config tests/workers/vitest.config.ts
+layer process '# pass [0-9]+' node --test --test-concurrency=1 --test-reporter=tap tests/process/
 layer browser 'browser: [0-9]+ checks passed' node tests/browser/playground.mjs
 layer consumer 'consumer: [0-9]+ checks passed' bash tests/consumer/run.sh
 
