@@ -1,7 +1,8 @@
 // Assembles bench/RESULTS.md and bench/keys.svg from what the benchmarks left in bench/out/:
 // consume.json (#2), memory.json (#3), latency.json (#4), size.json (#6) from the Node benches,
 // engine.log (#1, `ENGINE_BENCH` lines of `cargo bench --bench engine`), e2e.json or e2e.log
-// (#5, bench/e2e/run.sh) and status.txt (what scripts/bench.sh ran, skipped or saw fail).
+// (#5, bench/e2e/run.sh), wake.json (issue 6, bench/e2e/wake.mjs) and status.txt (what
+// scripts/bench.sh ran, skipped or saw fail).
 // Prints the same tables to stdout. Asserts nothing.
 import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
@@ -42,6 +43,7 @@ const memory = usable('memory') ? readJson('memory.json') : null;
 const latency = usable('latency') ? readJson('latency.json') : null;
 const size = usable('size') ? readJson('size.json') : null;
 const e2eJson = usable('e2e') ? readJson('e2e.json') : null;
+const wake = usable('wake') ? readJson('wake.json') : null;
 const e2eLines = usable('e2e') ? (read('e2e.log') ?? '').split('\n').filter((l) => l.startsWith('E2E ')) : [];
 const engineLog = usable('engine') ? read('engine.log') ?? '' : '';
 const engine = [];
@@ -249,6 +251,33 @@ section(() => {
     addGoal('5', 'workerd: consume requests/s', by.consume ? fmt(by.consume.rps) : '—', by.floor ? `floor ${fmt(by.floor.rps)}` : '—', fmtRatio(r.consume_over_floor_rps, 3), '≥ 0.95× floor', gl.consume_ge_0_95_floor);
     addGoal('5', 'workerd: consume requests/s', by.consume ? fmt(by.consume.rps) : '—', by['plain-js'] ? `plain JS ${fmt(by['plain-js'].rps)}` : '—', fmtRatio(r.consume_over_plain_js_rps, 3), '≥ 0.98× plain JS', gl.consume_ge_0_98_plain_js);
     addGoal('5', 'workerd: latency limit() adds (p50)', by.limit && by.none ? `${fmt(by.limit.p50_ms - by.none.p50_ms, 3)} ms` : '—', by['three-call'] && by.none ? `three calls add ${fmt(by['three-call'].p50_ms - by.none.p50_ms, 3)} ms` : '—', fmtRatio(r.limit_added_over_three_call_added_p50, 3), '≤ 0.5× three-call', gl.limit_adds_le_0_5_of_three_call);
+    // issue 6: the durable class beside the in-memory one, same call, same run
+    const pairs = [
+      ['consume', 'durable-consume', 'consume', 'storage on tmpfs'],
+      ['limit', 'durable-limit', 'limit', 'storage on tmpfs'],
+      ['consume', 'durable-consume-disk', 'consume', 'storage on disk'],
+      ['limit', 'durable-limit-disk', 'limit', 'storage on disk'],
+    ].filter(([, d, m]) => by[d] && by[m]);
+    if (pairs.length) {
+      out(`DurableRateLimiterServer beside RateLimiterServer (issue 6): \`durable-consume\` and \`durable-limit\` make the same one RPC as \`consume\` and \`limit\` to the durable class, whose SQLite storage (workerd \`localDisk\`; its \`inMemory\` storage has no SQL API) is on tmpfs: the SQL work without disk I/O. The \`-disk\` variants are the same with the SQLite files on the machine's disk, where each commit is written to the disk and the response waits for it. Every request is allowed, so every durable call writes its bucket's row (the worst case for writes).`);
+      out();
+      table(
+        ['call', 'durable (storage)', 'durable p50 / p99 / req/s', 'in-memory p50 / p99 / req/s', 'p50 ratio', 'p99 ratio', 'req/s ratio'],
+        pairs.map(([call, d, m, where]) => [
+          `\`${call}\``,
+          `${d} (${where})`,
+          `${by[d].p50_ms} / ${by[d].p99_ms} ms / ${fmt(by[d].rps)}`,
+          `${by[m].p50_ms} / ${by[m].p99_ms} ms / ${fmt(by[m].rps)}`,
+          fmtRatio(by[d].p50_ms / by[m].p50_ms, 3),
+          fmtRatio(by[d].p99_ms / by[m].p99_ms, 3),
+          fmtRatio(by[d].rps / by[m].rps, 3),
+        ]),
+        2,
+      );
+      for (const [call, d, m, where] of pairs) {
+        addGoal('i6', `workerd: durable \`${call}\` p50 (${where})`, `${by[d].p50_ms} ms`, `in-memory ${by[m].p50_ms} ms`, fmtRatio(by[d].p50_ms / by[m].p50_ms, 3), '≤ 1.2× in-memory', by[d].p50_ms / by[m].p50_ms <= 1.2);
+      }
+    }
     const loop = usable('workerd-loop') ? (read('workerd-loop.log') ?? '').match(/WORKERD_LOOP ours_ns=([\d.]+) plain_ns=([\d.]+) ratio=([\d.]+)/) : null;
     if (loop) {
       const diffUs = (Number(loop[1]) - Number(loop[2])) / 1000;
@@ -298,6 +327,34 @@ section(() => {
     ['peak wasm memory', `${fmt(churn.peak_memory / (1024 * 1024), 1)} MiB`],
   ]);
   table(['patterned keys', 'ns per call', 'random keys, same lengths', 'ratio (goal ≤ 1.5×)'], churn.hashdos.map((r) => [r.name, fmt(r.ns, 1), fmt(r.random_ns, 1), fmtRatio(r.ratio)]));
+});
+
+// Issue 6 item 4: wake-up of the durable class (not a goal of issue 4; reported beside them)
+section(() => {
+  out('## Wake-up of DurableRateLimiterServer: lazy load vs full load');
+  out();
+  if (!wake?.results) return missing('bench/e2e/wake.mjs', 'wake');
+  out(`\`bench/e2e/wake.mjs\`, in workerd (${wake.params?.storage ?? 'localDisk'}): Durable Objects whose SQLite storage holds N saved buckets. A wake-up is a fresh \`DurableRateLimiterServer\` on the same ctx (empty memory, storage there; reopening the database is not included). *Lazy* (what the class does): the first call, \`check()\` of one key, reads that key's row with one point SELECT. *Full*: the same after a \`SELECT key, state\` scan of all N rows restored into a limiter, as an eager load at wake-up would do. *Per further key*: a woken server checking m = min(N, 1,000) distinct keys, minus a server that holds them, per key. Baseline: the lazy first call on a Durable Object with no rows (its SELECT finds nothing): ${fmt(wake.first_call_empty_us, 1)} µs. workerd's clock stands still during compute, so each request repeats its operation and is timed from Node: (median of ${wake.params?.samples ?? '?'} requests − median no-op request) / repetitions; a full GC before each request frees the dropped servers' wasm memory.`);
+  out();
+  table(
+    ['rows N', 'first call, lazy', 'first call after a full load', 'full / lazy', 'lazy / empty DO', 'full / empty DO', 'lazy load per further key', 'keys touched before full load pays'],
+    wake.results.map((r) => [
+      fmt(r.rows),
+      `${fmt(r.first_call_lazy_us, 1)} µs`,
+      `${fmt(r.first_call_full_load_us, r.first_call_full_load_us < 1000 ? 1 : 0)} µs`,
+      fmtRatio(r.full_over_lazy, r.full_over_lazy < 10 ? 2 : 0),
+      fmtRatio(r.lazy_over_empty),
+      fmtRatio(r.full_over_empty, r.full_over_empty < 10 ? 2 : 0),
+      `${fmt(r.lazy_load_per_key_us, 2)} µs`,
+      `${fmt(r.break_even_keys)} (${fmt((100 * r.break_even_keys) / r.rows, 0)}% of N)`,
+    ]),
+  );
+  const big = wake.results[wake.results.length - 1];
+  const perRow = (big.first_call_full_load_us - big.first_call_lazy_us) / big.rows;
+  out(`A full load costs ${fmt(perRow, 2)} µs a row at ${fmt(big.rows)} rows and a lazy load ${fmt(big.lazy_load_per_key_us, 2)} µs a key, so loading everything at wake-up is cheaper only for a Durable Object that touches more than ${fmt((100 * perRow) / big.lazy_load_per_key_us, 0)}% of its saved keys before it is evicted again — and even then it puts all of that cost in front of the first request (${fmt(big.first_call_full_load_us / 1000, 1)} ms at ${fmt(big.rows)} rows, every request waiting behind blockConcurrencyWhile), where the lazy first call stays at ${fmt(big.first_call_lazy_us, 1)} µs. ${wake.results.every((r) => r.first_call_full_load_us > r.first_call_lazy_us) ? 'The lazy first call is the cheaper one at every N measured.' : `The full load was the cheaper first call at N = ${wake.results.filter((r) => r.first_call_full_load_us <= r.first_call_lazy_us).map((r) => fmt(r.rows)).join(', ')}.`}`);
+  out();
+  addGoal('i6', `wake-up: first call at ${fmt(big.rows)} rows (lazy)`, `${fmt(big.first_call_lazy_us, 1)} µs`, `empty DO ${fmt(wake.first_call_empty_us, 1)} µs`, fmtRatio(big.lazy_over_empty), '(measure)', null);
+  addGoal('i6', `wake-up: full load of ${fmt(big.rows)} rows`, `${fmt(big.first_call_full_load_us / 1000, 1)} ms`, `lazy ${fmt(big.first_call_lazy_us, 1)} µs`, fmtRatio(big.full_over_lazy, 0), '(measure)', null);
 });
 
 // ---- chart ----

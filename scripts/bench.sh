@@ -7,10 +7,11 @@
 #        bench/consume.mjs -> consume.json (#2)   bench/memory.mjs  -> memory.json  (#3)
 #        bench/latency.mjs -> latency.json (#4)   bench/size.mjs    -> size.json    (#6)
 #   5. bench/e2e/run.sh, if present           -> bench/out/e2e.log, e2e.json (#5)
+#      bench/e2e/wake.mjs (wake-up of the durable class) -> bench/out/wake.log, wake.json
 #   6. node bench/report.mjs                  -> bench/RESULTS.md, bench/keys.svg
 # A part that fails does not stop the others; the report says so and the script exits 1.
 # Environment: BENCH_SKIP="engine e2e" skips parts (engine, floor, consume, memory, latency,
-# size, e2e); BENCH_NO_BUILD=1 never rebuilds the package (only builds it when missing).
+# size, e2e, wake); BENCH_NO_BUILD=1 never rebuilds the package (only builds it when missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/node_modules/.bin:$HOME/.cargo/bin:$PATH"
@@ -18,7 +19,7 @@ export PATH="$PWD/node_modules/.bin:$HOME/.cargo/bin:$PATH"
 OUT=bench/out
 mkdir -p "$OUT"
 # Results of an earlier run must not pass for this one's.
-rm -f "$OUT"/{consume,memory,latency,size,e2e,churn}.json "$OUT"/{floor-build,engine,consume,memory,latency,size,e2e,workerd-loop}.log "$OUT"/status.txt
+rm -f "$OUT"/{consume,memory,latency,size,e2e,churn,wake}.json "$OUT"/{floor-build,engine,consume,memory,latency,size,e2e,workerd-loop,wake}.log "$OUT"/status.txt
 STATUS="$OUT/status.txt"
 START=$(date +%s)
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?')
@@ -103,6 +104,7 @@ if [ -f bench/e2e/run.sh ]; then
   # Three interleaved rounds (medians): single runs on a 2-core machine swing by ±10%.
   part e2e "$OUT/e2e.log" env ROUNDS="${ROUNDS:-3}" DURATION="${DURATION:-6}" bash bench/e2e/run.sh
   part workerd-loop "$OUT/workerd-loop.log" node bench/workerd-loop/run.mjs
+  part wake "$OUT/wake.log" node bench/e2e/wake.mjs
 else
   record e2e skipped 0 "bench/e2e/run.sh not present"
 fi

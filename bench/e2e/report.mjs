@@ -1,5 +1,6 @@
 // Report of bench/e2e/run.sh: reads the per-round results (TSV), prints one E2E line per
-// variant and the goal ratios of issue 4 #5, and writes the JSON file.
+// variant, the goal ratios of issue 4 #5 and the durable / in-memory ratios of issue 6, and
+// writes the JSON file.
 // Usage: node report.mjs <results.tsv> <out.json>  (metadata in E2E_* environment variables)
 import { readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -58,12 +59,27 @@ const ratios = {
     by.limit && by['three-call'] && by.none
       ? ratio(by.limit.p50_ms - by.none.p50_ms, by['three-call'].p50_ms - by.none.p50_ms)
       : null,
+  // issue 6: DurableRateLimiterServer against RateLimiterServer, same call, same run
+  durable_consume_over_consume_p50: ratio(by['durable-consume']?.p50_ms, by.consume?.p50_ms),
+  durable_consume_over_consume_p99: ratio(by['durable-consume']?.p99_ms, by.consume?.p99_ms),
+  durable_consume_over_consume_rps: ratio(by['durable-consume']?.rps, by.consume?.rps),
+  durable_limit_over_limit_p50: ratio(by['durable-limit']?.p50_ms, by.limit?.p50_ms),
+  durable_limit_over_limit_p99: ratio(by['durable-limit']?.p99_ms, by.limit?.p99_ms),
+  durable_limit_over_limit_rps: ratio(by['durable-limit']?.rps, by.limit?.rps),
+  durable_consume_disk_over_consume_p50: ratio(by['durable-consume-disk']?.p50_ms, by.consume?.p50_ms),
+  durable_consume_disk_over_consume_rps: ratio(by['durable-consume-disk']?.rps, by.consume?.rps),
+  durable_limit_disk_over_limit_p50: ratio(by['durable-limit-disk']?.p50_ms, by.limit?.p50_ms),
+  durable_limit_disk_over_limit_rps: ratio(by['durable-limit-disk']?.rps, by.limit?.rps),
 };
 const check = (value, ok) => (value === null ? null : ok(value));
 const goals = {
   consume_ge_0_95_floor: check(ratios.consume_over_floor_rps, (x) => x >= 0.95),
   consume_ge_0_98_plain_js: check(ratios.consume_over_plain_js_rps, (x) => x >= 0.98),
   limit_adds_le_0_5_of_three_call: check(ratios.limit_added_over_three_call_added_p50, (x) => x <= 0.5),
+  durable_consume_le_1_2_consume_p50: check(ratios.durable_consume_over_consume_p50, (x) => x <= 1.2),
+  durable_limit_le_1_2_limit_p50: check(ratios.durable_limit_over_limit_p50, (x) => x <= 1.2),
+  durable_consume_disk_le_1_2_consume_p50: check(ratios.durable_consume_disk_over_consume_p50, (x) => x <= 1.2),
+  durable_limit_disk_le_1_2_limit_p50: check(ratios.durable_limit_disk_over_limit_p50, (x) => x <= 1.2),
 };
 const show = (x) => (x === null ? 'n/a' : x);
 const met = (x) => (x === null ? 'n/a' : x ? 'met' : 'not met');
@@ -73,6 +89,21 @@ console.log(
   `E2E ratio (limit-none)/(three-call-none) p50=${show(ratios.limit_added_over_three_call_added_p50)} ` +
     `(goal <= 0.5: ${met(goals.limit_adds_le_0_5_of_three_call)})`,
 );
+for (const [durable, memory, goal] of [
+  ['durable-consume', 'consume', 'durable_consume_le_1_2_consume_p50'],
+  ['durable-limit', 'limit', 'durable_limit_le_1_2_limit_p50'],
+  ['durable-consume-disk', 'consume', 'durable_consume_disk_le_1_2_consume_p50'],
+  ['durable-limit-disk', 'limit', 'durable_limit_disk_le_1_2_limit_p50'],
+]) {
+  const d = by[durable];
+  const m = by[memory];
+  if (!d || !m) continue;
+  console.log(
+    `E2E ratio ${durable}/${memory} p50=${show(ratio(d.p50_ms, m.p50_ms))} (goal <= 1.2: ${met(goals[goal])}) ` +
+      `p99=${show(ratio(d.p99_ms, m.p99_ms))} rps=${show(ratio(d.rps, m.rps))} ` +
+      `(${durable} p50 ${d.p50_ms} ms p99 ${d.p99_ms} ms ${d.rps} rps; ${memory} p50 ${m.p50_ms} ms p99 ${m.p99_ms} ms ${m.rps} rps)`,
+  );
+}
 
 const report = {
   benchmark: 'e2e-workerd',
@@ -91,7 +122,8 @@ const report = {
   notes:
     'Closed-loop load (fixed connections), so latency includes queueing at saturation. ' +
     'Medians over rounds when rounds > 1; errors/non2xx are sums. non2xx counts status >= 400 ' +
-    '(a denied request answers 429). On a shared machine the numbers are indicative only.',
+    '(a denied request answers 429). Every request is allowed, so every durable call writes ' +
+    'its bucket\'s row. On a shared machine the numbers are indicative only.',
   variants,
   ratios,
   goals,

@@ -8,13 +8,20 @@
 #   consume     one RPC: RateLimiterServer.consume(key, 1) (options set once per DO)
 #   three-call  setOptions(policy) + consume(key, 1) + getStatus(key): three RPCs
 #   limit       one RPC: RateLimiterServer.limit(key, 1, policy)
+#   durable-consume  one RPC: DurableRateLimiterServer.consume(key, 1) (options set once per
+#               DO), its SQLite storage on tmpfs: the SQL work without disk I/O
+#   durable-limit    one RPC: DurableRateLimiterServer.limit(key, 1, policy), storage on tmpfs
+#   durable-consume-disk, durable-limit-disk   the same with the storage on the disk
 #   none        no DO call at all (the "no limiter" latency baseline)
+# Every request is allowed, so every durable call writes its bucket's row: the worst case.
 # Prints one `E2E variant=… rps=… p50_ms=… p99_ms=… errors=… non2xx=…` line per variant and
 # the goal ratios, and writes bench/out/e2e.json. A benchmark, not a test: it asserts nothing.
 # Settings (environment): DURATION=10 WARMUP=2 (seconds per variant), ROUNDS=1 (>1 repeats the
 # variants in alternating order and reports per-variant medians), CONNECTIONS=32,
 # WRK_THREADS=1, CLIENTS=256 (simulated clients = distinct keys), SHARDS=16 (DOs per
-# variant), LOADGEN=wrk|node, VARIANTS="floor plain-js …" (subset, in order).
+# variant), LOADGEN=wrk|node, VARIANTS="floor plain-js …" (subset, in order), TMPFS=/dev/shm
+# (a tmpfs directory for the SQLite files of durable-consume and durable-limit; their `-disk`
+# twins keep theirs under TMPDIR, normally /tmp on the machine's disk).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -28,7 +35,8 @@ CONNECTIONS="${CONNECTIONS:-32}"
 WRK_THREADS="${WRK_THREADS:-1}"
 CLIENTS="${CLIENTS:-256}"
 SHARDS="${SHARDS:-16}"
-VARIANTS="${VARIANTS:-floor plain-js consume three-call limit none}"
+VARIANTS="${VARIANTS:-floor plain-js consume three-call limit durable-consume durable-limit durable-consume-disk durable-limit-disk none}"
+TMPFS="${TMPFS:-/dev/shm}"
 COMPAT_DATE="2026-04-01"
 WORKERD="$ROOT/node_modules/@cloudflare/workerd-linux-64/bin/workerd"
 WRANGLER="$ROOT/node_modules/.bin/wrangler"
@@ -41,6 +49,8 @@ path_of() {
   case "$1" in
     floor) echo floor ;; plain-js) echo plain ;; consume) echo consume ;;
     three-call) echo three ;; limit) echo limit ;; none) echo none ;;
+    durable-consume) echo dconsume ;; durable-limit) echo dlimit ;;
+    durable-consume-disk) echo dconsume-disk ;; durable-limit-disk) echo dlimit-disk ;;
     *) log "unknown variant: $1"; exit 2 ;;
   esac
 }
@@ -73,6 +83,7 @@ esac
 
 # ---- cleanup: stop whatever this script started, by PID ----
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/rl-e2e.XXXXXX")"
+TMPFS_DIR=""
 WORKERD_PID=""
 LOAD_PID=""
 cleanup() {
@@ -86,7 +97,7 @@ cleanup() {
       wait "$pid" 2>/dev/null
     fi
   done
-  rm -rf "$TMP" "$HERE/.wrangler"
+  rm -rf "$TMP" "$HERE/.wrangler" ${TMPFS_DIR:+"$TMPFS_DIR"}
   exit "$rc"
 }
 trap cleanup EXIT
@@ -101,15 +112,20 @@ WRANGLER_SEND_METRICS=false "$WRANGLER" deploy --dry-run --config "$HERE/wrangle
 rm -rf "$HERE/.wrangler"
 [ -f "$TMP/bundle/worker.js" ] || { log "bundle has no worker.js"; ls "$TMP/bundle" >&2; exit 1; }
 
-PORT="$(node -e "const s=require('net').createServer().listen(0,'127.0.0.1',()=>{console.log(s.address().port);s.close()})")"
-{
-  echo 'using Workerd = import "/workerd/workerd.capnp";'
-  echo 'const config :Workerd.Config = ('
-  echo '  services = [ (name = "main", worker = .bench) ],'
-  echo "  sockets = [ (name = \"http\", address = \"127.0.0.1:$PORT\", http = (), service = \"main\") ],"
-  echo ');'
-  echo 'const bench :Workerd.Worker = ('
-  echo "  compatibilityDate = \"$COMPAT_DATE\","
+# Durable Object storage. workerd's `inMemory` storage has no SQL API, so every worker here
+# uses `localDisk`: the main worker's SQLite files on tmpfs (no disk I/O: the cost of the SQL
+# work itself), the `-disk` variants' files in $TMP on the machine's disk (each commit is
+# written to it). The memory-only classes never touch their storage.
+mkdir -p "$TMP/do-disk"
+if [ -d "$TMPFS" ] && [ -w "$TMPFS" ] && [ "$(stat -f -c %T "$TMPFS")" = tmpfs ]; then
+  TMPFS_DIR="$(mktemp -d "$TMPFS/rl-e2e.XXXXXX")"
+else
+  log "no writable tmpfs at $TMPFS: the main worker's storage goes to the disk as well"
+  TMPFS_DIR="$TMP/do-main"; mkdir -p "$TMPFS_DIR"
+fi
+STORAGE_DESC="localDisk: durable-* on $(df --output=fstype "$TMPFS_DIR" | tail -n 1), durable-*-disk on $(df --output=fstype "$TMP/do-disk" | tail -n 1)"
+
+modules() {
   echo '  modules = ['
   echo '    (name = "worker.js", esModule = embed "bundle/worker.js"),'
   for f in "$TMP"/bundle/*; do
@@ -121,18 +137,48 @@ PORT="$(node -e "const s=require('net').createServer().listen(0,'127.0.0.1',()=>
     esac
   done
   echo '  ],'
+}
+PORT="$(node -e "const s=require('net').createServer().listen(0,'127.0.0.1',()=>{console.log(s.address().port);s.close()})")"
+{
+  echo 'using Workerd = import "/workerd/workerd.capnp";'
+  echo 'const config :Workerd.Config = ('
+  echo '  services = ['
+  echo '    (name = "main", worker = .bench),'
+  echo '    (name = "disk", worker = .benchDisk),'
+  echo "    (name = \"do-tmpfs\", disk = (path = \"$TMPFS_DIR\", writable = true)),"
+  echo "    (name = \"do-disk\", disk = (path = \"$TMP/do-disk\", writable = true)),"
+  echo '  ],'
+  echo "  sockets = [ (name = \"http\", address = \"127.0.0.1:$PORT\", http = (), service = \"main\") ],"
+  echo ');'
+  echo 'const bench :Workerd.Worker = ('
+  echo "  compatibilityDate = \"$COMPAT_DATE\","
+  modules
   echo '  durableObjectNamespaces = ['
   echo '    (className = "FloorServer", uniqueKey = "rl-e2e-floor"),'
   echo '    (className = "PlainJsServer", uniqueKey = "rl-e2e-plain"),'
   echo '    (className = "RateLimiterServer", uniqueKey = "rl-e2e-limiter"),'
+  # enableSql: SQLite-backed, as new_sqlite_classes declares it in wrangler.toml
+  echo '    (className = "DurableRateLimiterServer", uniqueKey = "rl-e2e-durable", enableSql = true),'
   echo '  ],'
-  echo '  durableObjectStorage = (inMemory = void),'
+  echo '  durableObjectStorage = (localDisk = "do-tmpfs"),'
   echo '  bindings = ['
   echo '    (name = "FLOOR", durableObjectNamespace = "FloorServer"),'
   echo '    (name = "PLAIN", durableObjectNamespace = "PlainJsServer"),'
   echo '    (name = "LIMITER", durableObjectNamespace = "RateLimiterServer"),'
+  echo '    (name = "DURABLE", durableObjectNamespace = "DurableRateLimiterServer"),'
+  echo '    (name = "DURABLE_DISK", durableObjectNamespace = (className = "DurableRateLimiterServer", serviceName = "disk")),'
   echo "    (name = \"SHARDS\", text = \"$SHARDS\"),"
   echo '  ],'
+  echo ');'
+  # The same bundle again, only to host the durable class with its storage on the disk.
+  echo 'const benchDisk :Workerd.Worker = ('
+  echo "  compatibilityDate = \"$COMPAT_DATE\","
+  modules
+  echo '  durableObjectNamespaces = ['
+  echo '    (className = "DurableRateLimiterServer", uniqueKey = "rl-e2e-durable-disk", enableSql = true),'
+  echo '  ],'
+  echo '  durableObjectStorage = (localDisk = "do-disk"),'
+  echo "  bindings = [ (name = \"SHARDS\", text = \"$SHARDS\") ],"
   echo ');'
 } >"$TMP/config.capnp"
 
@@ -148,6 +194,7 @@ for i in $(seq 200); do
   sleep 0.1
 done
 log "workerd $("$WORKERD" --version | awk '{print $2}') pid $WORKERD_PID on $BASE"
+log "Durable Object storage: $STORAGE_DESC ($TMPFS_DIR, $TMP/do-disk)"
 for v in $VARIANTS; do
   p="$(path_of "$v")"
   got="$(curl -sS -w ' %{http_code}' "$BASE/$p?c=1&t=smoke")" || { log "request to /$p failed"; exit 1; }
@@ -195,6 +242,6 @@ kill -0 "$WORKERD_PID" 2>/dev/null || { log "workerd died during the run:"; cat 
 mkdir -p "$OUT_DIR"
 E2E_LOADGEN="$LOADGEN_VERSION" E2E_WORKERD="$("$WORKERD" --version)" \
 E2E_WRANGLER="$("$WRANGLER" --version 2>/dev/null | tail -n 1)" \
-E2E_PARAMS="$(printf '{"duration_s":%s,"warmup_s":%s,"rounds":%s,"connections":%s,"wrk_threads":%s,"clients":%s,"shards":%s,"compatibility_date":"%s"}' \
-  "$DURATION" "$WARMUP" "$ROUNDS" "$CONNECTIONS" "$WRK_THREADS" "$CLIENTS" "$SHARDS" "$COMPAT_DATE")" \
+E2E_PARAMS="$(printf '{"duration_s":%s,"warmup_s":%s,"rounds":%s,"connections":%s,"wrk_threads":%s,"clients":%s,"shards":%s,"compatibility_date":"%s","do_storage":"%s"}' \
+  "$DURATION" "$WARMUP" "$ROUNDS" "$CONNECTIONS" "$WRK_THREADS" "$CLIENTS" "$SHARDS" "$COMPAT_DATE" "$STORAGE_DESC")" \
   node "$HERE/report.mjs" "$RESULTS" "$OUT_DIR/e2e.json"

@@ -6,6 +6,9 @@
 //   /consume  one RPC: RateLimiterServer.consume(key, 1)
 //   /three    three RPCs, the original pattern: setOptions(policy) + consume + getStatus
 //   /limit    one RPC: RateLimiterServer.limit(key, 1, policy)
+//   /dconsume one RPC: DurableRateLimiterServer.consume(key, 1) (every allowed call writes a row)
+//   /dlimit   one RPC: DurableRateLimiterServer.limit(key, 1, policy)
+//   /dconsume-disk, /dlimit-disk  the same on DURABLE_DISK, whose storage run.sh puts on the disk
 // A request names its simulated client as `?c=<n>` and a run tag as `&t=<tag>`; the client's
 // key is `client-<n>` and its Durable Object is one of SHARDS per variant and tag
 // (`<variant>-<tag>-<n % SHARDS>`). Each round of run.sh (and its smoke check) uses its own tag,
@@ -14,10 +17,10 @@
 // options (10 tokens) while the Worker still counts it as configured. A denied request answers
 // 429, so a misconfigured limiter shows up as non-2xx responses in the results.
 import { DurableObject } from 'cloudflare:workers';
-import { RateLimiterServer } from '@delightstack/rate-limiter';
+import { DurableRateLimiterServer, RateLimiterServer } from '@delightstack/rate-limiter';
 import { PlainJsLimiter } from '../plain-limiter.mjs';
 
-export { RateLimiterServer };
+export { DurableRateLimiterServer, RateLimiterServer };
 
 // Large enough that no bucket runs dry during a run: every request is allowed.
 const POLICY = { max_tokens: 1e15, refill_every_seconds: 3600 };
@@ -43,7 +46,7 @@ export class PlainJsServer extends DurableObject {
   }
 }
 
-// DO names whose options were set already (once per DO for floor / plain / consume).
+// DO names whose options were set already (once per DO for floor / plain / consume / dconsume).
 const configured = new Set();
 
 async function configureOnce(stub, name) {
@@ -69,8 +72,15 @@ export default {
         return answer(true);
       case 'floor':
       case 'plain':
-      case 'consume': {
-        const ns = variant === 'floor' ? env.FLOOR : variant === 'plain' ? env.PLAIN : env.LIMITER;
+      case 'consume':
+      case 'dconsume':
+      case 'dconsume-disk': {
+        const ns =
+          variant === 'floor' ? env.FLOOR
+          : variant === 'plain' ? env.PLAIN
+          : variant === 'consume' ? env.LIMITER
+          : variant === 'dconsume' ? env.DURABLE
+          : env.DURABLE_DISK;
         const stub = ns.get(ns.idFromName(name));
         await configureOnce(stub, name);
         return answer(await stub.consume(key, 1));
@@ -82,8 +92,11 @@ export default {
         const status = await stub.getStatus(key);
         return answer(allowed, { 'x-ratelimit-remaining': String(Math.floor(status.remaining)) });
       }
-      case 'limit': {
-        const stub = env.LIMITER.get(env.LIMITER.idFromName(name));
+      case 'limit':
+      case 'dlimit':
+      case 'dlimit-disk': {
+        const ns = variant === 'limit' ? env.LIMITER : variant === 'dlimit' ? env.DURABLE : env.DURABLE_DISK;
+        const stub = ns.get(ns.idFromName(name));
         const decision = await stub.limit(key, 1, POLICY);
         return answer(decision.allowed, {
           'x-ratelimit-remaining': String(Math.floor(decision.remaining)),
