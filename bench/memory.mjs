@@ -3,6 +3,8 @@
 // so a process that already held buckets would hide growth):
 //   memory.mjs ours  — wasm linear memory growth of one fresh RateLimiterServer over 1M keys
 //   memory.mjs plain — V8 heap growth (heapUsed after full GCs) of the plain-JS Map limiter
+//   memory.mjs ours-objects / plain-objects — the same for 1,000 limiters holding one key
+//     each: one Durable Object per client puts many small limiters in one isolate
 // Key strings are built per insert, as a request handler builds them: the Map keeps its key
 // strings alive (counted in its heap growth), the wasm engine copies the bytes (counted in
 // linear memory) and the string becomes garbage.
@@ -53,10 +55,44 @@ function measurePlain() {
   return { which: 'plain', keys: KEYS, heap_before: before, heap_after: after, bytes: after - before };
 }
 
+const OBJECTS = 1_000;
+
+async function measureOursObjects() {
+  const { RateLimiterServer } = await import('@delightstack/rate-limiter');
+  const { installedUrl } = await import('./common.mjs');
+  const { initSync } = await import(installedUrl('rate_limiter.js'));
+  const { memory } = initSync();
+  new RateLimiterServer({}, {}).consume('warm-up', 1);
+  gc();
+  const before = memory.buffer.byteLength;
+  const servers = [];
+  for (let i = 0; i < OBJECTS; i++) {
+    const server = new RateLimiterServer({}, {});
+    server.consume(keyOf(i), 1);
+    servers.push(server);
+  }
+  gc();
+  return { which: 'ours-objects', objects: servers.length, bytes: memory.buffer.byteLength - before };
+}
+
+function measurePlainObjects() {
+  new PlainJsLimiter().consume('warm-up', 1);
+  gc();
+  const before = process.memoryUsage().heapUsed;
+  const limiters = [];
+  for (let i = 0; i < OBJECTS; i++) {
+    const plain = new PlainJsLimiter();
+    plain.consume(keyOf(i), 1);
+    limiters.push(plain);
+  }
+  gc();
+  return { which: 'plain-objects', objects: limiters.length, bytes: process.memoryUsage().heapUsed - before };
+}
+
+const MEASURE = { ours: measureOurs, plain: measurePlain, 'ours-objects': measureOursObjects, 'plain-objects': measurePlainObjects };
 const which = process.argv[2];
-if (which === 'ours' || which === 'plain') {
-  const result = which === 'ours' ? await measureOurs() : measurePlain();
-  process.stdout.write(JSON.stringify(result));
+if (which in MEASURE) {
+  process.stdout.write(JSON.stringify(await MEASURE[which]()));
 } else {
   const self = fileURLToPath(import.meta.url);
   const run = (w) => {
@@ -66,6 +102,8 @@ if (which === 'ours' || which === 'plain') {
   };
   const ours = run('ours');
   const plain = run('plain');
+  const oursObjects = run('ours-objects');
+  const plainObjects = run('plain-objects');
   const oursPer = ours.bytes / KEYS;
   const plainPer = plain.bytes / KEYS;
   writeResult('memory', {
@@ -78,6 +116,9 @@ if (which === 'ours' || which === 'plain') {
     ours_total_mib: ours.bytes / MB,
     plain_total_mib: plain.bytes / MB,
     ours_js_heap_bytes_per_bucket: ours.js_heap_bytes / KEYS,
+    objects: OBJECTS,
+    ours_bytes_per_object: oursObjects.bytes / OBJECTS,
+    plain_bytes_per_object: plainObjects.bytes / OBJECTS,
   });
   console.log(`\nGoal #3 — memory for ${fmt(KEYS)} live keys (one fresh process each)\n`);
   printTable(
@@ -87,6 +128,15 @@ if (which === 'ours' || which === 'plain') {
       ['ours: JS heap growth (not counted)', fmt(ours.js_heap_bytes / KEYS, 1), `${fmt(ours.js_heap_bytes / MB, 1)} MiB`],
       ['plain JS Map: V8 heap growth', fmt(plainPer, 1), `${fmt(plain.bytes / MB, 1)} MiB`],
       ['ratio ours/plain', fmtRatio(oursPer / plainPer), ''],
+    ],
+  );
+  console.log(`\nMemory of ${fmt(OBJECTS)} limiters with one key each (one Durable Object per client)\n`);
+  printTable(
+    ['', 'bytes per limiter'],
+    [
+      ['ours: wasm linear memory growth', fmt(oursObjects.bytes / OBJECTS, 0)],
+      ['plain JS Map limiter: V8 heap growth', fmt(plainObjects.bytes / OBJECTS, 0)],
+      ['ratio ours/plain', fmtRatio(oursObjects.bytes / plainObjects.bytes)],
     ],
   );
   if (ours.sampled_live !== ours.sampled) console.warn(`warning: only ${ours.sampled_live}/${ours.sampled} sampled keys live`);

@@ -382,3 +382,26 @@ fn reads_change_nothing_even_for_a_later_options_change() {
     assert_eq!(read.status(b"k", at(1.5)), unread.status(b"k", at(1.5)));
     assert_eq!(unread.status(b"k", at(1.5)).remaining, 10.0);
 }
+
+#[test]
+fn a_store_that_outgrows_one_index_table_still_finds_every_key() {
+    // 10,000 live buckets: the first chunk doubles up to its size, the index splits into
+    // many tables at 4,096 buckets, and buckets removed from the middle move the last one.
+    let mut l = limiter(3.0, 3600.0);
+    let key = |i: u32| format!("client-{i}").into_bytes();
+    for i in 0..10_000 {
+        assert!(l.consume(&key(i), cost(f64::from(1 + i % 3)), at(0.0)));
+    }
+    assert_eq!(l.stored_buckets(), 10_000);
+    for i in (0..10_000).step_by(7) {
+        l.reset(&key(i));
+    }
+    for i in 0..10_000 {
+        let want = if i % 7 == 0 {
+            3.0
+        } else {
+            f64::from(2 - i % 3)
+        };
+        assert_eq!(l.status(&key(i), at(1.0)).remaining, want, "key {i}");
+    }
+}

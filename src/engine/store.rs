@@ -8,9 +8,13 @@
 //! arrive once they are a third of the store, so it holds about 1.5 times the buckets that
 //! are not yet full (the property tests check at most 2 times).
 //!
-//! No call may stall on growth either: the array grows in fixed chunks (nothing is ever
-//! copied), and the index is split into [`SHARDS`] tables by hash, so a table that grows
-//! rehashes a thousandth of the keys, not all of them.
+//! No call may stall on growth either: the array grows in fixed chunks (nothing is copied
+//! past the first chunk), and from [`SPLIT_AT`] buckets on the index is split into [`SHARDS`]
+//! tables by hash, so a table that grows rehashes a thousandth of the keys, not all of them.
+//!
+//! A small limiter stays small: a Durable Object per client typically holds one or two keys,
+//! and many such objects share one isolate's wasm memory. So the first chunk grows by
+//! doubling, and the index is a single table until the store reaches [`SPLIT_AT`] buckets.
 
 use core::hash::BuildHasher;
 
@@ -27,6 +31,10 @@ pub const SWEEP_STEPS: usize = 3;
 /// Index tables; a key's table is picked by hash bits that hashbrown itself does not use
 /// for the position or the tag within a table.
 const SHARDS: usize = 1024;
+
+/// Buckets at which the single index table is split into [`SHARDS`] tables (one rehash of
+/// this many keys, well under a millisecond).
+const SPLIT_AT: usize = CHUNK;
 
 /// Slots per chunk of the array (about 192 KiB).
 const CHUNK: usize = 4096;
@@ -101,7 +109,10 @@ impl Slots {
     fn push(&mut self, slot: Slot) {
         let chunk = self.len / CHUNK;
         if chunk == self.chunks.len() {
-            self.chunks.push(Vec::with_capacity(CHUNK));
+            // The first chunk doubles from a few slots up to CHUNK (a power of two, so it
+            // ends exactly full); later ones are allocated whole and never move.
+            let capacity = if chunk == 0 { 0 } else { CHUNK };
+            self.chunks.push(Vec::with_capacity(capacity));
         }
         self.chunks[chunk].push(slot);
         self.len += 1;
@@ -135,7 +146,8 @@ impl Slots {
 #[derive(Clone)]
 pub struct Store {
     slots: Slots,
-    /// Positions in `slots`, hashed by their key, in [`SHARDS`] tables.
+    /// Positions in `slots`, hashed by their key: one table, or [`SHARDS`] tables from
+    /// [`SPLIT_AT`] buckets on.
     index: Vec<HashTable<u32>>,
     /// Seeded per instance: keys are chosen by callers, so the hash must not be predictable.
     hasher: FixedState,
@@ -143,15 +155,17 @@ pub struct Store {
     policies: Policies,
 }
 
-fn shard(hash: u64) -> usize {
-    (hash >> 32) as usize % SHARDS
+/// The table of `hash` among `tables` (1 or [`SHARDS`]): bits that hashbrown itself does not
+/// use for the position or the tag within a table.
+fn shard(hash: u64, tables: usize) -> usize {
+    (hash >> 32) as usize % tables
 }
 
 impl Store {
     pub fn new(seed: u64) -> Store {
         Store {
             slots: Slots::default(),
-            index: (0..SHARDS).map(|_| HashTable::new()).collect(),
+            index: vec![HashTable::new()],
             hasher: FixedState::with_seed(seed),
             cursor: 0,
             policies: Policies::default(),
@@ -169,7 +183,7 @@ impl Store {
     pub fn position(&self, key: &[u8]) -> Option<usize> {
         let hash = self.hash(key);
         let slots = &self.slots;
-        self.index[shard(hash)]
+        self.index[shard(hash, self.index.len())]
             .find(hash, |&i| {
                 slots
                     .get(i as usize)
@@ -220,13 +234,17 @@ impl Store {
         let position = self.slots.len as u32;
         let hash = self.hash(key);
         let (slots, hasher) = (&self.slots, &self.hasher);
-        self.index[shard(hash)].insert_unique(hash, position, |i| rehash(slots, hasher, i));
+        let table = shard(hash, self.index.len());
+        self.index[table].insert_unique(hash, position, |i| rehash(slots, hasher, i));
         let policy = self.policies.intern(policy, &self.hasher);
         self.slots.push(Slot {
             key: Key::new(key),
             bucket,
             policy,
         });
+        if self.index.len() == 1 && self.slots.len >= SPLIT_AT {
+            self.rebuild_index();
+        }
         self.sweep(options, now);
     }
 
@@ -239,15 +257,15 @@ impl Store {
         else {
             return;
         };
-        if let Ok(entry) =
-            self.index[shard(removed)].find_entry(removed, |&i| i as usize == position)
-        {
+        let table = shard(removed, self.index.len());
+        if let Ok(entry) = self.index[table].find_entry(removed, |&i| i as usize == position) {
             entry.remove();
         }
         let last = self.slots.len - 1;
         if position != last {
             if let Some(moved) = self.slots.get(last).map(|s| self.hash(s.key.as_bytes())) {
-                if let Some(i) = self.index[shard(moved)].find_mut(moved, |&i| i as usize == last) {
+                let table = shard(moved, self.index.len());
+                if let Some(i) = self.index[table].find_mut(moved, |&i| i as usize == last) {
                     *i = position as u32;
                 }
             }
@@ -277,16 +295,20 @@ impl Store {
             kept.push(Slot { bucket, ..slot });
         }
         self.slots = kept;
-        for table in &mut self.index {
-            table.clear();
-        }
+        self.rebuild_index();
+        self.cursor = 0;
+    }
+
+    /// Indexes every slot again, in one table below [`SPLIT_AT`] buckets, else in [`SHARDS`].
+    fn rebuild_index(&mut self) {
+        let tables = if self.slots.len < SPLIT_AT { 1 } else { SHARDS };
+        self.index = (0..tables).map(|_| HashTable::new()).collect();
         let (slots, hasher) = (&self.slots, &self.hasher);
         for (position, slot) in slots.iter().enumerate() {
             let hash = hasher.hash_one(slot.key.as_bytes());
-            self.index[shard(hash)]
+            self.index[shard(hash, tables)]
                 .insert_unique(hash, position as u32, |i| rehash(slots, hasher, i));
         }
-        self.cursor = 0;
     }
 
     fn sweep(&mut self, options: &Options, now: Instant) {
