@@ -279,7 +279,7 @@ export function defineRateLimiterServers(Base, startWasm, { storageStandIn = fal
       const keys = [];
       let decision;
       try {
-        decision = limiter.limitAllLoading(Date.now(), requests, (key, held) => {
+        decision = limiter.limitAll(Date.now(), requests, (key, held) => {
           keys.push(key);
           return held || complete ? undefined : this.#buckets.get(key);
         });

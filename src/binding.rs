@@ -322,54 +322,34 @@ impl RateLimiter {
         self.decide(key.as_bytes(), cost, policy, now_ms)
     }
 
-    /// `limit` over several keys, all or nothing.
+    /// `limit` over several keys, all or nothing. `load` (the durable class): called for each
+    /// request's key in order, with whether memory holds a bucket for it, after the requests
+    /// are read and before anything is decided; it may return the state `saved` gave for the
+    /// key, restored unless memory holds one. The requests are read once, so a getter cannot
+    /// show `load` other keys than the engine sees.
     #[wasm_bindgen(js_name = limitAll)]
     pub fn limit_all(
         &mut self,
         now_ms: f64,
         #[wasm_bindgen(unchecked_param_type = "RateLimitRequest[]")] requests: &JsValue,
-    ) -> Result<Ts<RateLimitAllDecision>, JsValue> {
-        let requests = read_requests(requests).map_err(to_js_error)?;
-        let borrowed: Vec<Request<'_>> = requests
-            .iter()
-            .map(|(key, cost, policy)| Request {
-                key,
-                cost: *cost,
-                policy: *policy,
-            })
-            .collect();
-        let now = Instant::from_millis(now_ms);
-        let decision = self.engine.limit_all(&borrowed, now).map_err(to_js_error)?;
-        Ok(Ts::new_unchecked(all_decision_object(&decision).into()))
-    }
-
-    /// `limitAll` for the durable class: the requests are read once, then `load(key, held)`
-    /// is called for each request's key in order (`held`: whether it has a bucket in memory),
-    /// before anything is decided, and may return the state `saved` gave for it (restored
-    /// unless the key holds a bucket) or `undefined`.
-    /// Reading the requests once keeps a getter from showing `load` other keys than the
-    /// engine sees.
-    #[wasm_bindgen(js_name = limitAllLoading)]
-    pub fn limit_all_loading(
-        &mut self,
-        now_ms: f64,
-        #[wasm_bindgen(unchecked_param_type = "RateLimitRequest[]")] requests: &JsValue,
         #[wasm_bindgen(
-            unchecked_param_type = "(key: string, held: boolean) => ArrayBuffer | undefined"
+            unchecked_optional_param_type = "(key: string, held: boolean) => ArrayBuffer | undefined"
         )]
-        load: &js_sys::Function,
+        load: &JsValue,
     ) -> Result<Ts<RateLimitAllDecision>, JsValue> {
         let requests = read_requests(requests).map_err(to_js_error)?;
         let now = Instant::from_millis(now_ms);
-        for (i, (key, _, _)) in requests.iter().enumerate() {
-            let held = JsValue::from_bool(self.engine.holds(key));
-            let state = load.call2(&JsValue::UNDEFINED, &decode_key(key), &held)?;
-            if let Some(buffer) = state.dyn_ref::<js_sys::ArrayBuffer>() {
-                let bytes = js_sys::Uint8Array::new(buffer).to_vec();
-                let field = join(&["the stored bucket of requests[", &decimal(i), "].key"]);
-                self.engine
-                    .restore(key, &bytes, &field, now)
-                    .map_err(to_js_error)?;
+        if let Some(load) = load.dyn_ref::<js_sys::Function>() {
+            for (i, (key, _, _)) in requests.iter().enumerate() {
+                let held = JsValue::from_bool(self.engine.holds(key));
+                let state = load.call2(&JsValue::UNDEFINED, &decode_key(key), &held)?;
+                if let Some(buffer) = state.dyn_ref::<js_sys::ArrayBuffer>() {
+                    let bytes = js_sys::Uint8Array::new(buffer).to_vec();
+                    let field = join(&["the stored bucket of requests[", &decimal(i), "].key"]);
+                    self.engine
+                        .restore(key, &bytes, &field, now)
+                        .map_err(to_js_error)?;
+                }
             }
         }
         let borrowed: Vec<Request<'_>> = requests

@@ -241,13 +241,18 @@ fn limit_all_reads_plain_request_objects() {
             ("policy", object(&[("max_tokens", num(3.0))])),
         ]),
     );
-    let all = l.limit_all(T0, &requests).unwrap().js_value();
+    let all = l
+        .limit_all(T0, &requests, &JsValue::UNDEFINED)
+        .unwrap()
+        .js_value();
     assert_eq!(Reflect::get(&all, &key("allowed")).unwrap(), JsValue::TRUE);
     assert_eq!(status(&mut l, T0, &key("a")).0, 8.0);
     assert_eq!(status(&mut l, T0, &key("b")), (2.0, 3.0, 10_000.0));
     let duplicate =
         js_sys::Array::of2(&object(&[("key", key("a"))]), &object(&[("key", key("a"))]));
-    let e = l.limit_all(T0, &duplicate).unwrap_err();
+    let e = l
+        .limit_all(T0, &duplicate, &JsValue::UNDEFINED)
+        .unwrap_err();
     assert!(e.is_instance_of::<TypeError>());
     assert!(message(&e).starts_with("requests[1].key repeats the key of requests[0].key"));
     assert_eq!(status(&mut l, T0, &key("a")).0, 8.0);
