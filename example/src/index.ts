@@ -3,13 +3,18 @@
 // `limit()` call per request decides, consumes and reports.
 // `/` and `/api/*` are the playground (playground.ts); every other path is the Quickstart.
 import { rateLimitHeaders, type RateLimiterServer } from '@delightstack/rate-limiter';
-import { playground } from './playground';
+import { playground, type PlaygroundDurable, type PlaygroundMemory } from './playground';
 
 // The Durable Object class must be exported from the Worker entry.
 export { RateLimiterServer } from '@delightstack/rate-limiter';
+// The playground's own classes (the package's two, plus an evict() button): not the Quickstart.
+export { PlaygroundDurable, PlaygroundMemory } from './playground';
 
 export interface Env {
   LIMITER: DurableObjectNamespace<RateLimiterServer>;
+  // The playground's (wrangler.toml): in memory and durable.
+  PLAYGROUND: DurableObjectNamespace<PlaygroundMemory>;
+  PLAYGROUND_DURABLE: DurableObjectNamespace<PlaygroundDurable>;
 }
 
 // 10 tokens, one refilled every 10 s (the Quickstart defaults, spelled out).

@@ -1,6 +1,7 @@
 // Browser test of the playground (example/src/playground.html): Debian's Chromium, driven by
 // playwright-core, against the example Worker under `wrangler dev` on 127.0.0.1, so the page
-// drives the real RateLimiterServer. Real time passes here, once: one refill interval (1 s).
+// drives the real RateLimiterServer and DurableRateLimiterServer (evicted from the page: the
+// durable one keeps its bucket). Real time passes here, once: one refill interval (1 s).
 // Run: node tests/browser/playground.mjs   (prints one line per check, then a count line)
 // Output (screenshots): tests/browser/output/
 import { spawn } from 'node:child_process';
@@ -302,6 +303,49 @@ async function run(context, { base, port }) {
     await page.screenshot({ path: file, fullPage: true });
     assert(statSync(file).size > 10_000, `${file} is only ${statSync(file).size} bytes`);
     return file.slice(root.length);
+  });
+
+  /** Sends a burst of 5 on a slow refill (60 s) to a new key of `cls`, then evicts that object. */
+  const drainThenEvict = async (cls) => {
+    const k = `evict-${cls}-${Date.now()}`;
+    await page.locator(`input[name=class][value=${cls}]`).check();
+    await set('#key', k);
+    await set('#cost', 1);
+    await page.locator('input[name=mode][value=policy]').check();
+    await set('#max-tokens', 5);
+    await set('#refill', 60);
+    await set('#burst-size', 5);
+    await page.locator('#burst').click();
+    const burst = await waitFor(async () => {
+      const t = await text('#result');
+      return t.startsWith('5 requests:') && t;
+    }, 10_000, 'the burst result');
+    equal(burst.replace(/ \(\d+ ms\)$/, ''), '5 requests: 5 allowed, 0 denied', 'result');
+    equal(await text('#tokens'), '0', 'tokens after the burst');
+    await page.locator('#evict').click();
+    await waitFor(async () => (await data('#result', 'evicted')) === cls, 10_000, `the ${cls} eviction`);
+    const row = await page.locator('#log tbody tr').first().evaluate((tr) => [...tr.cells].map((td) => td.textContent));
+    equal(row[1], 'evicted', 'the log row of the eviction');
+    equal(await page.locator('#error').isVisible(), false, 'error box visible');
+    // A few polls later, the gauge still reads the same bucket from the new object.
+    await sleep(1000);
+    equal(await text('#capacity'), '5', 'capacity');
+    return { tokens: await text('#tokens'), result: await text('#result'), remaining: row[2] };
+  };
+
+  await check('durable: a burst drains the bucket; after "Evict the object" the gauge still shows it drained', async () => {
+    const { tokens, result, remaining } = await drainThenEvict('durable');
+    equal(tokens, '0', 'tokens after the eviction');
+    equal(remaining, '0', 'remaining in the log row');
+    return result;
+  });
+
+  await check('in memory: a burst drains the bucket; after "Evict the object" the gauge shows it full', async () => {
+    const { tokens, result, remaining } = await drainThenEvict('memory');
+    equal(tokens, '5', 'tokens after the eviction');
+    equal(remaining, '5', 'remaining in the log row');
+    equal(await text('#next'), 'Full: no refill pending.', 'next token');
+    return result;
   });
 
   await check('readable on a phone (390 px wide): nothing wider than the screen', async () => {

@@ -1,7 +1,8 @@
 // The playground of the example Worker (example/src/playground.ts) inside workerd: its page
-// at `/` and the JSON endpoints the page calls, which drive the real RateLimiterServer. The
-// page itself is tested in Chromium by tests/browser/playground.mjs.
-// Every test uses its own keys; all of them live in the one "playground" object.
+// at `/` and the JSON endpoints the page calls, which drive the real RateLimiterServer (class
+// 'memory', the default) or DurableRateLimiterServer (class 'durable'). The page itself is
+// tested in Chromium by tests/browser/playground.mjs.
+// Every test uses its own keys; all of them live in the one "playground" object of each class.
 import { env, exports } from 'cloudflare:workers';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 
@@ -9,7 +10,8 @@ const T0 = Date.UTC(2026, 3, 1);
 const POLICY = { max_tokens: 3, refill_every_seconds: 1 };
 const DEFAULTS = { max_tokens: 10, refill_every_seconds: 10 };
 
-const playgroundObject = () => env.LIMITER.get(env.LIMITER.idFromName('playground'));
+const playgroundObject = () => env.PLAYGROUND.get(env.PLAYGROUND.idFromName('playground'));
+const durablePlaygroundObject = () => env.PLAYGROUND_DURABLE.get(env.PLAYGROUND_DURABLE.idFromName('playground'));
 
 const call = (method: string, path: string, body?: unknown) =>
   exports.default.fetch(`https://example.com${path}`, {
@@ -43,6 +45,7 @@ async function error(response: Response) {
 afterEach(async () => {
   vi.useRealTimers();
   await playgroundObject().setOptions(DEFAULTS);
+  await durablePlaygroundObject().setOptions(DEFAULTS);
 });
 
 describe('GET /: the page', () => {
@@ -60,7 +63,7 @@ describe('GET /: the page', () => {
     const links = [...html.matchAll(/\b(?:src|href)="([^"]*)"/g)].map((m) => m[1]);
     expect(links).toEqual(['data:,']);
     // The page calls the endpoints tested below.
-    for (const path of ['/api/limit', '/api/status', '/api/options', '/api/reset']) {
+    for (const path of ['/api/limit', '/api/status', '/api/options', '/api/reset', '/api/evict']) {
       expect(html).toContain(`'${path}'`);
     }
   });
@@ -208,6 +211,61 @@ describe('POST /api/options and /api/reset', () => {
     expect(response.status).toBe(200);
     expect(await response.json()).toEqual({ ok: true });
     expect(await playgroundObject().getStatus(key)).toEqual({ remaining: 10, limit: 10, reset_in_ms: 0 });
+  });
+});
+
+describe('class and POST /api/evict', () => {
+  it("class 'durable' drives the durable object: its own buckets and options", async () => {
+    const key = 'pg-class';
+    await post('/api/limit', { class: 'durable', key, cost: 2, policy: POLICY }).then((r) => r.arrayBuffer());
+    expect(await durablePlaygroundObject().getStatus(key)).toMatchObject({ remaining: 1, limit: 3 });
+    expect(await playgroundObject().getStatus(key)).toMatchObject({ remaining: 10, limit: 10 });
+    const options = await post('/api/options', { class: 'durable', max_tokens: 4, refill_every_seconds: 60 });
+    expect(options.status).toBe(200);
+    await options.arrayBuffer();
+    expect(await status('pg-class-options')).toMatchObject({ remaining: 10, limit: 10 });
+    const durable = await post('/api/status', { class: 'durable', key: 'pg-class-options' });
+    expect(await durable.json()).toEqual({ status: { remaining: 4, limit: 4, reset_in_ms: 0 } });
+    // 'memory' is the default, named or not.
+    const memory = await post('/api/status', { class: 'memory', key });
+    expect(await memory.json()).toEqual({ status: { remaining: 10, limit: 10, reset_in_ms: 0 } });
+  });
+
+  it('answers 400 for an unknown class', async () => {
+    for (const path of ['/api/limit', '/api/evict']) {
+      const response = await post(path, { class: 'disk', key: 'pg-class-bad' });
+      expect(response.status).toBe(400);
+      expect(await error(response)).toEqual({ name: 'TypeError', message: 'class must be "memory" or "durable", got "disk"' });
+    }
+  });
+
+  const drainThenEvict = async (cls: 'memory' | 'durable', key: string) => {
+    vi.useFakeTimers();
+    vi.setSystemTime(T0);
+    for (let i = 0; i < 2; i++) {
+      const response = await post('/api/limit', { class: cls, key, cost: 1, policy: POLICY });
+      expect(response.status).toBe(200);
+      await response.arrayBuffer();
+    }
+    vi.setSystemTime(T0 + 250);
+    const before = await post('/api/status', { class: cls, key, policy: POLICY });
+    expect(await before.json()).toEqual({ status: { remaining: 1, limit: 3, reset_in_ms: 750 } });
+    const evicted = await post('/api/evict', { class: cls });
+    expect(evicted.status).toBe(200);
+    expect(await evicted.json()).toEqual({ evicted: true });
+    const after = await post('/api/status', { class: cls, key, policy: POLICY });
+    expect(after.status).toBe(200);
+    return ((await after.json()) as { status: unknown }).status;
+  };
+
+  it('evicting the in-memory object: the next call reaches a new one, whose buckets are full', async () => {
+    expect(await drainThenEvict('memory', 'pg-evict-memory')).toEqual({ remaining: 3, limit: 3, reset_in_ms: 0 });
+  });
+
+  it('evicting the durable object: the next call reaches a new one, whose buckets are as they were', async () => {
+    expect(await drainThenEvict('durable', 'pg-evict-durable')).toEqual({ remaining: 1, limit: 3, reset_in_ms: 750 });
+    // Also without the page's policy: the bucket's own policy was saved with it.
+    expect(await durablePlaygroundObject().getStatus('pg-evict-durable')).toEqual({ remaining: 1, limit: 3, reset_in_ms: 750 });
   });
 });
 
