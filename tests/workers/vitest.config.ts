@@ -15,6 +15,10 @@ const root = decodeURIComponent(new URL('../..', import.meta.url).pathname);
 /** Tests of the limiter's behaviour over RPC, which both classes must pass alike. */
 const BEHAVIOUR = ['rpc', 'limit', 'adversarial', 'concurrency'].map((name) => `tests/workers/${name}.test.ts`);
 
+// The concurrency tests make thousands of RPC calls: about 2–3 s on an idle 2-core machine,
+// over vitest's default 5 s when the machine is busy. They test counts, not speed.
+const TIMEOUT_MS = 30_000;
+
 export default defineConfig({
   root,
   test: {
@@ -25,7 +29,7 @@ export default defineConfig({
           // Both relative to `root`.
           cloudflareTest({ main: './example/src/index.ts', wrangler: { configPath: './wrangler.toml' } }),
         ],
-        test: { name: 'memory', include: ['tests/workers/*.test.ts'] },
+        test: { name: 'memory', include: ['tests/workers/*.test.ts'], testTimeout: TIMEOUT_MS },
       },
       {
         root,
@@ -35,7 +39,11 @@ export default defineConfig({
             wrangler: { configPath: './tests/workers/durable/wrangler.toml' },
           }),
         ],
-        test: { name: 'durable', include: [...BEHAVIOUR, 'tests/workers/durable/*.test.ts'] },
+        test: {
+          name: 'durable',
+          include: [...BEHAVIOUR, 'tests/workers/durable/*.test.ts'],
+          testTimeout: TIMEOUT_MS,
+        },
       },
     ],
   },
