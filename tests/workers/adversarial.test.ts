@@ -14,12 +14,11 @@
 // runs one test (one idFromName) per method, its rows one after another on that object,
 // and each test compares a row-by-row table, so a failure names its rows.
 import { runInDurableObject } from 'cloudflare:test';
-import { env, RpcTarget } from 'cloudflare:workers';
+import { RpcTarget } from 'cloudflare:workers';
 import type { RateLimiterServer } from '@delightstack/rate-limiter';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { limiter, rejection, type Stub } from './support';
 
-const limiter = (name: string) => env.LIMITER.get(env.LIMITER.idFromName(name));
-type Stub = ReturnType<typeof limiter>;
 
 /** The RPC methods with untyped arguments, to send what the types forbid. */
 type Method = 'setOptions' | 'check' | 'consume' | 'getStatus' | 'reset' | 'limit' | 'limitAll';
@@ -31,14 +30,6 @@ type LooseInstance = Record<Method, (...args: unknown[]) => unknown>;
 
 const T0 = Date.UTC(2026, 3, 1);
 const at = (ms: number) => vi.setSystemTime(T0 + ms);
-
-// Rejections are caught this way: `expect(...).rejects` can report a spurious unhandled
-// rejection in pool-workers.
-const rejection = (promise: Promise<unknown>) =>
-  promise.then(
-    () => null,
-    (e: unknown) => e as Error,
-  );
 
 beforeEach(() => {
   // A frozen clock, so that "unchanged" includes reset_in_ms.

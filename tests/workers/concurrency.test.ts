@@ -3,11 +3,10 @@
 // per hour, and a frozen clock where noted), so the number admitted must be exactly the
 // capacity: never one more (a lost update), never one less (a spurious denial).
 // Each test uses its own idFromName(s), so its own Durable Objects and fresh state.
-import { env } from 'cloudflare:workers';
 import type { RateLimitAllDecision, RateLimitDecision } from '@delightstack/rate-limiter';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { limiter, rejection } from './support';
 
-const limiter = (name: string) => env.LIMITER.get(env.LIMITER.idFromName(name));
 
 const T0 = Date.UTC(2026, 3, 1);
 const HOUR_MS = 3_600_000;
@@ -15,14 +14,6 @@ const HOUR_MS = 3_600_000;
 const HOURLY = { max_tokens: 100, refill_every_seconds: 3_600 };
 
 const count = (results: boolean[]) => results.filter(Boolean).length;
-
-// Rejections are caught this way: `expect(...).rejects` can report a spurious unhandled
-// rejection in pool-workers.
-const rejection = (promise: Promise<unknown>) =>
-  promise.then(
-    () => null,
-    (e: unknown) => e as Error,
-  );
 
 /** Calls `call(object, i)` `perObject` times for each object, interleaved round-robin, all
  *  at once; returns the results grouped by object, in call order. */

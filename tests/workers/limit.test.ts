@@ -1,26 +1,16 @@
 // limit() and limitAll() over native Durable Object RPC, inside workerd, on fake timers
 // (the Durable Object runs in the test isolate, so vi.setSystemTime reaches its Date.now()).
 // Each test uses its own idFromName, so its own Durable Object and fresh state.
-import { env } from 'cloudflare:workers';
 import { rateLimitHeaders } from '@delightstack/rate-limiter';
 import type { RateLimiterOptions } from '@delightstack/rate-limiter';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { limiter, rejection, type Stub } from './support';
 
-const limiter = (name: string) => env.LIMITER.get(env.LIMITER.idFromName(name));
-type Stub = ReturnType<typeof limiter>;
 
 const T0 = Date.UTC(2026, 3, 1);
 const at = (ms: number) => vi.setSystemTime(T0 + ms);
 const DECISION_KEYS = ['allowed', 'limit', 'remaining', 'reset_in_ms', 'retry_after_ms', 'window_ms'];
 const fullDefault = { remaining: 10, limit: 10, reset_in_ms: 0 };
-
-// Rejections are caught this way: `expect(...).rejects` can report a spurious unhandled
-// rejection in pool-workers.
-const rejection = (promise: Promise<unknown>) =>
-  promise.then(
-    () => null,
-    (e: unknown) => e as Error,
-  );
 
 /** getStatus of several keys, for before/after comparisons. */
 const statuses = (stub: Stub, keys: string[]) => Promise.all(keys.map((k) => stub.getStatus(k)));

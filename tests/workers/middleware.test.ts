@@ -18,6 +18,7 @@ import type {
   RateLimitMiddlewareOptions,
 } from '@delightstack/rate-limiter/middleware';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { rejection } from './support';
 
 const T0 = Date.UTC(2026, 3, 1);
 const at = (ms: number) => vi.setSystemTime(T0 + ms);
@@ -52,14 +53,6 @@ async function problem(response: Response) {
   expect(response.headers.get('Content-Type')).toBe('application/problem+json');
   return (await response.json()) as Record<string, unknown>;
 }
-
-// Rejections are caught this way: `expect(...).rejects` can report a spurious unhandled
-// rejection in pool-workers.
-const rejection = (promise: Promise<unknown>) =>
-  promise.then(
-    () => null,
-    (e: unknown) => e as Error,
-  );
 
 /** A stand-in for a Durable Object namespace whose RPC call fails the way `fail` does. */
 function failingBinding(fail: () => Promise<never>) {

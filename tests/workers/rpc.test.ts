@@ -1,19 +1,10 @@
 // A Worker calling RateLimiterServer over native Durable Object RPC, inside workerd.
 // Each test uses its own idFromName, so its own Durable Object and fresh state.
 import { runInDurableObject } from 'cloudflare:test';
-import { env } from 'cloudflare:workers';
 import { afterEach, describe, expect, it, vi } from 'vitest';
+import { limiter, rejection } from './support';
 
-const limiter = (name: string) => env.LIMITER.get(env.LIMITER.idFromName(name));
 const full = { remaining: 10, limit: 10, reset_in_ms: 0 };
-
-// Rejections are caught this way: `expect(...).rejects` can report a spurious unhandled
-// rejection in pool-workers.
-const rejection = (promise: Promise<unknown>) =>
-  promise.then(
-    () => null,
-    (e: unknown) => e as Error,
-  );
 
 afterEach(() => {
   vi.useRealTimers();

@@ -6,10 +6,10 @@ import { env } from 'cloudflare:workers';
 import { runInDurableObject } from 'cloudflare:test';
 import { DurableRateLimiterServer, type RateLimiterOptions } from '@delightstack/rate-limiter';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { limiter, rejection } from '../support';
 
 const T0 = Date.UTC(2026, 3, 1);
 const at = (ms: number) => vi.setSystemTime(T0 + ms);
-const stubOf = (name: string) => env.LIMITER.get(env.LIMITER.idFromName(name));
 const rows = (state: DurableObjectState) =>
   state.storage.sql.exec<{ n: number }>('SELECT count(*) AS n FROM rate_limiter_buckets').one().n;
 
@@ -82,8 +82,8 @@ const SCRIPT: Step[] = [
 
 describe('memory discarded', () => {
   it('before every call: every answer equals that of an object that kept its memory', async () => {
-    const kept = stubOf('survival-kept');
-    const fresh = stubOf('survival-fresh');
+    const kept = limiter('survival-kept');
+    const fresh = limiter('survival-fresh');
     const expected: unknown[] = [];
     const got: unknown[] = [];
     await runInDurableObject(kept, (instance: DurableRateLimiterServer) => {
@@ -110,7 +110,7 @@ describe('memory discarded', () => {
   });
 
   it('after a consume, a new instance reports the same remaining and reset_in_ms', async () => {
-    const stub = stubOf('survival-status');
+    const stub = limiter('survival-status');
     await stub.setOptions({ max_tokens: 5, refill_every_seconds: 300 });
     expect(await stub.consume('login:alice', 4)).toBe(true);
     at(100_000);
@@ -126,29 +126,24 @@ describe('memory discarded', () => {
 
   it('by ctx.abort(): the next object on the same id finds the bucket as it was', async () => {
     const name = 'survival-abort';
-    await stubOf(name).setOptions({ max_tokens: 5, refill_every_seconds: 300 });
-    await stubOf(name).limit('k', 3, { max_tokens: 7 });
-    const before = await stubOf(name).getStatus('k');
-    const aborted = await runInDurableObject(stubOf(name), (_: unknown, state: DurableObjectState) => {
-      try {
+    await limiter(name).setOptions({ max_tokens: 5, refill_every_seconds: 300 });
+    await limiter(name).limit('k', 3, { max_tokens: 7 });
+    const before = await limiter(name).getStatus('k');
+    // The aborting call itself fails: the object is gone.
+    const aborted = await rejection(
+      runInDurableObject(limiter(name), (_: unknown, state: DurableObjectState) => {
         state.abort('test: discard the memory');
-      } catch (error) {
-        return error;
-      }
-      return null;
-    }).then(
-      (value) => value,
-      (error: unknown) => error,
+      }),
     );
     expect(aborted).toBeInstanceOf(Error);
-    expect(await stubOf(name).getStatus('k')).toEqual(before);
+    expect(await limiter(name).getStatus('k')).toEqual(before);
     expect(before).toEqual({ remaining: 4, limit: 7, reset_in_ms: 300_000 });
   });
 });
 
 describe('storage', () => {
   it('stays bounded under key churn: buckets that refill to full leave storage in batches', async () => {
-    await runInDurableObject(stubOf('survival-churn'), (instance: DurableRateLimiterServer, state: DurableObjectState) => {
+    await runInDurableObject(limiter('survival-churn'), (instance: DurableRateLimiterServer, state: DurableObjectState) => {
       instance.setOptions({ max_tokens: 2, refill_every_seconds: 1 });
       // 3,000 keys, one new every 10 ms; each is full again 1 s after its only consume.
       let peak = 0;
@@ -168,7 +163,7 @@ describe('storage', () => {
   });
 
   it('is not written by check or getStatus, and once per consume, limit or reset', async () => {
-    await runInDurableObject(stubOf('survival-writes'), (_: DurableRateLimiterServer, state: DurableObjectState) => {
+    await runInDurableObject(limiter('survival-writes'), (_: DurableRateLimiterServer, state: DurableObjectState) => {
       const writes: string[] = [];
       const sql = state.storage.sql;
       expect(state.storage.sql).toBe(sql); // one object, which the class keeps
@@ -205,7 +200,7 @@ describe('storage', () => {
   });
 
   it('a bucket that cannot be read is a clear Error naming the key, and reset() clears it', async () => {
-    await runInDurableObject(stubOf('survival-corrupt'), (instance: DurableRateLimiterServer, state: DurableObjectState) => {
+    await runInDurableObject(limiter('survival-corrupt'), (instance: DurableRateLimiterServer, state: DurableObjectState) => {
       expect(instance.consume('victim')).toBe(true);
       state.storage.sql.exec(
         "UPDATE rate_limiter_buckets SET state = x'0102' WHERE key = 'victim'",
@@ -230,10 +225,7 @@ describe('storage', () => {
 
   it('refuses storage that is not SQLite, naming the fix', async () => {
     const stub = env.WITHOUT_SQL.get(env.WITHOUT_SQL.idFromName('no-sql'));
-    const error = await stub.consume('k').then(
-      () => null,
-      (e: unknown) => e as Error,
-    );
+    const error = await rejection(stub.consume('k'));
     expect(error?.message).toContain('new_sqlite_classes');
   });
 });
