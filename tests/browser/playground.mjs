@@ -6,11 +6,11 @@
 // Output (screenshots): tests/browser/output/
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
+import { freePort, sleep } from '../support/net.mjs';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const output = join(root, 'tests/browser/output');
@@ -44,20 +44,6 @@ function assert(condition, message) {
 function equal(actual, expected, what) {
   assert(Object.is(actual, expected), `${what}: expected ${JSON.stringify(expected)}, got ${JSON.stringify(actual)}`);
 }
-
-/** A port nothing listens on right now. */
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** `wrangler dev` in its own process group, so stop() ends it and the workerd it starts. */
 async function startWrangler() {

@@ -5,10 +5,10 @@
 import { execFile, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { freePort, sleep } from '../support/net.mjs';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const HERE = fileURLToPath(new URL('.', import.meta.url));
@@ -16,8 +16,6 @@ const WORKERD = join(ROOT, 'node_modules/@cloudflare/workerd-linux-64/bin/worker
 const WRANGLER = join(ROOT, 'node_modules/.bin/wrangler');
 const PACKAGE = join(ROOT, 'node_modules/@delightstack/rate-limiter');
 const COMPAT_DATE = '2026-04-01';
-
-export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 // ---- cleanup of everything started here, also on exit / SIGINT / SIGTERM ----
 const children = new Set(); // ChildProcess objects still running
@@ -166,18 +164,6 @@ function wrangler(dir) {
 }
 
 // ---- workerd ----
-
-/** A port nothing listens on right now. */
-export function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 let configs = 0;
 
