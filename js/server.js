@@ -294,6 +294,7 @@ export function defineRateLimiterServers(Base, startWasm, { storageStandIn = fal
     #load(key) {
       // Anything but a string goes to the engine, which rejects it.
       if (typeof key !== 'string') return;
+      // First the limiter: after a trap it is a new one, which holds nothing yet.
       const limiter = limiterOf(this);
       if (cellOf(this).complete) return;
       try {

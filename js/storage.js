@@ -110,7 +110,7 @@ export class SqlBuckets {
     this.#sql.exec(`DELETE FROM ${BUCKETS} WHERE full_at <= ?`, nowMs);
   }
 
-  /** How many rows there are (for tests and benchmarks). */
+  /** How many rows there are (for the wake-up benchmark). */
   count() {
     return this.#sql.exec(`SELECT count(*) AS n FROM ${BUCKETS}`).one().n;
   }
@@ -151,9 +151,5 @@ export class MemoryBuckets {
 
   dropFull(nowMs) {
     for (const [key, row] of this.#rows) if (row.fullAt <= nowMs) this.#rows.delete(key);
-  }
-
-  count() {
-    return this.#rows.size;
   }
 }

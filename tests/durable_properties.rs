@@ -260,46 +260,30 @@ proptest! {
     }
 }
 
+/// A limiter with 2 tokens, one back per second.
+fn two_per_second(seed: u64, now: Instant) -> Limiter {
+    let mut limiter = Limiter::new(seed);
+    let options = OptionsPatch {
+        max_tokens: Some(2.0),
+        refill_every_seconds: Some(1.0),
+    };
+    limiter.set_options(options, now).unwrap();
+    limiter
+}
+
 #[test]
 fn a_restored_bucket_that_refilled_meanwhile_is_not_stored() {
-    let mut limiter = Limiter::new(1);
     let at = |ms: f64| Instant::from_millis(START_MS + ms);
-    limiter
-        .set_options(
-            OptionsPatch {
-                max_tokens: Some(2.0),
-                refill_every_seconds: Some(1.0),
-            },
-            at(0.0),
-        )
-        .unwrap();
+    let mut limiter = two_per_second(1, at(0.0));
     assert!(limiter.consume(b"k", Cost::ONE, at(0.0)));
     let (state, full_at, policy) = limiter.snapshot(b"k").unwrap();
     assert!(!policy);
     assert_eq!(full_at, u128::from(at(1_000.0).as_nanos()));
 
-    let mut fresh = Limiter::new(2);
-    fresh
-        .set_options(
-            OptionsPatch {
-                max_tokens: Some(2.0),
-                refill_every_seconds: Some(1.0),
-            },
-            at(0.0),
-        )
-        .unwrap();
+    let mut fresh = two_per_second(2, at(0.0));
     fresh.restore(b"k", &state, "saved", at(999.0)).unwrap();
     assert!(fresh.holds(b"k"));
-    let mut later = Limiter::new(3);
-    later
-        .set_options(
-            OptionsPatch {
-                max_tokens: Some(2.0),
-                refill_every_seconds: Some(1.0),
-            },
-            at(0.0),
-        )
-        .unwrap();
+    let mut later = two_per_second(3, at(0.0));
     later.restore(b"k", &state, "saved", at(1_000.0)).unwrap();
     assert!(!later.holds(b"k"), "full at 1 s: nothing to hold");
 }
