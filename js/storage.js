@@ -92,14 +92,14 @@ export class SqlBuckets {
     }
   }
 
-  /** Replaces every row without a policy by `entries` ([key, state, full_at_ms]). */
+  /** Replaces every row without a policy by `entries` ([key, state, full_at_ms]; each state a Uint8Array of its own). */
   replaceDefaults(entries) {
     this.#sql.exec(`DELETE FROM ${BUCKETS} WHERE policy = 0`);
     for (const [key, state, fullAt] of entries) {
       this.#sql.exec(
         `INSERT OR REPLACE INTO ${BUCKETS} (key, state, full_at, policy) VALUES (?, ?, ?, 0)`,
         storedKey(key),
-        state.slice().buffer,
+        state.buffer, // a copy already (defaultBuckets makes each array)
         fullAt,
       );
     }
@@ -145,7 +145,7 @@ export class MemoryBuckets {
   replaceDefaults(entries) {
     for (const [key, row] of this.#rows) if (!row.policy) this.#rows.delete(key);
     for (const [key, state, fullAt] of entries) {
-      this.#rows.set(key, { state: state.slice().buffer, fullAt, policy: false });
+      this.#rows.set(key, { state: state.buffer, fullAt, policy: false });
     }
   }
 
