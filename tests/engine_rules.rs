@@ -1,4 +1,5 @@
-//! Each rule of SPEC §2, as a named test on an injected clock.
+//! Each rule of the token bucket (docs/SPEC.md, sections 2 and 3), as a named test on an
+//! injected clock.
 
 use rate_limiter::engine::{Cost, Instant, Limiter, OptionsPatch};
 

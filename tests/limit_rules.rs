@@ -1,5 +1,5 @@
-//! `limit` and `limit_all` (issue 3): one call that decides and reports, per-key policies,
-//! all-or-nothing multi-limits, exact retry times.
+//! `limit` and `limit_all` (docs/SPEC.md, rules 2.7 to 2.9): one call that decides and
+//! reports, per-key policies, all-or-nothing multi-limits, exact retry times.
 
 use rate_limiter::engine::{Cost, Instant, Limiter, OptionsPatch, Request};
 

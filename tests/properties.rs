@@ -1,6 +1,7 @@
 #![cfg(not(target_arch = "wasm32"))]
 //! Property tests over random operation sequences: the engine against a deliberately naive
-//! model of SPEC §2 (which keeps every bucket and never sweeps), plus the invariants.
+//! model of the contract (docs/SPEC.md, sections 2 and 3; it keeps every bucket and never
+//! sweeps), plus the invariants.
 
 use std::collections::HashMap;
 
@@ -69,9 +70,10 @@ fn op(keys: usize, options_change: bool) -> impl Strategy<Value = Op> {
     ]
 }
 
-/// SPEC §2 written as plainly as possible, tokens in exact units. It keeps every bucket
-/// that is not full; a full one is forgotten, as SPEC's memory rule makes it equal to an
-/// absent one (so raising `max_tokens` leaves full buckets full).
+/// The contract (docs/SPEC.md, sections 2 and 3) written as plainly as possible, tokens in
+/// exact units. It keeps every bucket that is not full; a full one is forgotten, as the
+/// memory rule (section 5) makes it equal to an absent one (so raising `max_tokens` leaves
+/// full buckets full).
 #[derive(Default)]
 struct Model {
     max_tokens: u128,

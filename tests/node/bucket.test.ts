@@ -1,5 +1,6 @@
-// The token bucket as a consumer sees it (SPEC §2): defaults, depletion, refill, getStatus,
-// reset, cost 0 / above capacity / fractional, and a clock that goes back.
+// The token bucket as a consumer sees it (docs/SPEC.md, sections 2 and 3): defaults,
+// depletion, refill, getStatus, reset, cost 0 / above capacity / fractional, and a clock
+// that goes back.
 // Time is Date.now() under vi.useFakeTimers(): nothing here sleeps.
 import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { RateLimiterServer } from '@delightstack/rate-limiter';

@@ -1,4 +1,5 @@
-// rateLimitHeaders (issue 3): the response headers for a limit() or limitAll() decision.
+// rateLimitHeaders (docs/SPEC.md, section 8): the response headers for a limit() or
+// limitAll() decision.
 // IETF RateLimit-Policy / RateLimit (draft-ietf-httpapi-ratelimit-headers-11) are parsed back
 // with a strict Structured Fields list parser (RFC 9651) written here, so both the syntax and
 // the values are checked; X-RateLimit-* and Retry-After are checked as plain values,

@@ -1,5 +1,6 @@
-// Keys (SPEC §2): any JS string is a key, and every distinct string is a distinct bucket,
-// whatever encoding the engine uses inside (UTF-8 would merge lone surrogates into U+FFFD).
+// Keys (docs/SPEC.md, section 4): any JS string is a key, and every distinct string is a
+// distinct bucket, whatever encoding the engine uses inside (UTF-8 would merge lone
+// surrogates into U+FFFD).
 import { beforeEach, describe, expect, it } from 'vitest';
 import { RateLimiterServer } from '@delightstack/rate-limiter';
 import { newServer } from './support';

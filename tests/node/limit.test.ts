@@ -1,7 +1,7 @@
-// limit() and limitAll() (issue 3) as a consumer sees them: the decision object, exact retry
-// times (never early, never late by a whole millisecond) for fractional intervals, per-key
-// policies (remembered, replaced, forgotten), all-or-nothing limitAll across keys with
-// different policies, and input validation that changes nothing.
+// limit() and limitAll() (docs/SPEC.md, rules 2.7 to 2.9) as a consumer sees them: the
+// decision object, exact retry times (never early, never late by a whole millisecond) for
+// fractional intervals, per-key policies (remembered, replaced, forgotten), all-or-nothing
+// limitAll across keys with different policies, and input validation that changes nothing.
 // Time is Date.now() under vi.useFakeTimers(): nothing here sleeps.
 import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { RateLimiterServer } from '@delightstack/rate-limiter';

@@ -1,5 +1,6 @@
-// setOptions (SPEC §2): partial updates, clamping, fractional intervals (rounded up to whole
-// nanoseconds) and reset_in_ms (rounded up to whole milliseconds, never early).
+// setOptions (docs/SPEC.md, rule 2.4): partial updates, clamping, fractional intervals
+// (rounded up to whole nanoseconds) and reset_in_ms (rounded up to whole milliseconds,
+// never early).
 import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { RateLimiterServer } from '@delightstack/rate-limiter';
 import type { RateLimiterStatus } from '@delightstack/rate-limiter';

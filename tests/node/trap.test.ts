@@ -1,7 +1,8 @@
-// Trap recovery (SPEC §2): if the wasm instance ever traps, the call that trapped throws a
-// WebAssembly.RuntimeError and the shim starts a fresh instance for every later call. No
-// input reaches a trap in the real package, so this suite loads a test-only build
-// (scripts/build.sh --trap-switch) in which consuming one reserved key executes `unreachable`.
+// Trap recovery (docs/SPEC.md, section 7): if the wasm instance ever traps, the call that
+// trapped throws a WebAssembly.RuntimeError and the shim starts a fresh instance for every
+// later call. No input reaches a trap in the real package, so this suite loads a test-only
+// build (scripts/build.sh --trap-switch) in which consuming one reserved key executes
+// `unreachable`.
 import { describe, expect, it } from 'vitest';
 import { DurableRateLimiterServer, RateLimiterServer } from '../../target/pkg-trap-switch';
 import type { Ctx } from './support';

@@ -1,5 +1,6 @@
-// Input validation (SPEC §2): bad costs, keys and options throw TypeError / RangeError from
-// the method itself, with a message that names the field and the value, and change nothing.
+// Input validation (docs/SPEC.md, rules 2.2 and 2.3): bad costs, keys and options throw
+// TypeError / RangeError from the method itself, with a message that names the field and
+// the value, and change nothing.
 import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { RateLimiterServer } from '@delightstack/rate-limiter';
 import type { RateLimiterStatus } from '@delightstack/rate-limiter';

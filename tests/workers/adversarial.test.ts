@@ -1,6 +1,7 @@
 // Adversarial inputs to RateLimiterServer over native Durable Object RPC, inside workerd
-// (issue 5, items 2 and 3). Table-driven: every bad value class for keys, costs, options,
-// policies and limitAll requests, across every method. For each bad call:
+// (docs/SPEC.md, rules 2.2 and 2.3, and section 4). Table-driven: every bad value class
+// for keys, costs, options, policies and limitAll requests, across every method. For each
+// bad call:
 // - the rejection has the documented class (TypeError or RangeError) and the exact message
 //   of the package, which names the field (and, for numbers, the value);
 // - getStatus of a partly consumed bucket, of a bucket with its own policy, of a
@@ -609,7 +610,7 @@ describe('objects that throw when read, passed to the instance inside the Durabl
 });
 
 // ---------------------------------------------------------------------------------------
-// Distinct keys never collide across RPC (issue 5, item 3).
+// Distinct keys never collide across RPC (docs/SPEC.md, section 4).
 
 // Each group: keys that are distinct JS strings but differ only in one way.
 const KEY_GROUPS: Record<string, string[]> = {

@@ -1,4 +1,4 @@
-// Exact under concurrency, inside workerd (issue 5, item 4): many concurrent RPC calls
+// Exact under concurrency, inside workerd: many concurrent RPC calls
 // (`Promise.all`) to Durable Objects whose buckets cannot refill during the test (one token
 // per hour, and a frozen clock where noted), so the number admitted must be exactly the
 // capacity: never one more (a lost update), never one less (a spurious denial).
