@@ -1,10 +1,11 @@
 // Entry for plain Node (a consumer's unit tests): reads the .wasm from disk. Extends
 // DurableObject when `cloudflare:workers` resolves (a test framework's), else a stand-in with
 // the same constructor. Node has no Durable Object storage: given a ctx without one,
-// DurableRateLimiterServer keeps its copy in memory, per ctx object.
+// DurableRateLimiterServer keeps its snapshots in memory, per ctx object.
 import { readFileSync } from 'node:fs';
 import { initSync } from './rate_limiter.js';
-import { defineRateLimiterServers } from './server.js';
+import { defineRateLimiterServers } from './servers.js';
+import { WasmInstance } from './wasm-instance.js';
 
 export { rateLimitHeaders } from './headers.js';
 
@@ -26,6 +27,6 @@ const wasmModule = new WebAssembly.Module(
 
 export const { RateLimiterServer, DurableRateLimiterServer } = defineRateLimiterServers(
   Base,
-  () => initSync({ module: wasmModule }),
+  new WasmInstance(() => initSync({ module: wasmModule })),
   { storageStandIn: true },
 );

@@ -1,11 +1,11 @@
-// Where DurableRateLimiterServer keeps its saved buckets and options: the Durable Object's
+// Where DurableRateLimiterServer keeps its snapshots and options: the Durable Object's
 // SQLite storage (`ctx.storage.sql`), or a Map where there is none (plain Node, for unit
 // tests). Both answer synchronously, so every method of the class stays synchronous and
 // the writes of one call commit together with it.
 //
-// A bucket row holds the engine's saved bytes, when the bucket is full if nothing consumes
+// A row holds a key's snapshot: its bytes, when the bucket is full if nothing consumes
 // (`full_at`, epoch ms: after it, the row is dead and a batch delete drops it) and whether
-// the key has its own policy (rows without one are rewritten when the options change them).
+// the key has its own policy (rows without one are rewritten when the options change).
 
 const BUCKETS = 'rate_limiter_buckets';
 const OPTIONS = 'rate_limiter_options';
@@ -38,7 +38,7 @@ export class SqlBuckets {
     this.#sql = sql;
     // `key` has no declared type, so TEXT and BLOB keys keep their storage class.
     sql.exec(`CREATE TABLE IF NOT EXISTS ${BUCKETS} (
-      key PRIMARY KEY, state BLOB NOT NULL, full_at INTEGER NOT NULL, policy INTEGER NOT NULL
+      key PRIMARY KEY, snapshot BLOB NOT NULL, full_at INTEGER NOT NULL, policy INTEGER NOT NULL
     ) WITHOUT ROWID`);
     sql.exec(`CREATE INDEX IF NOT EXISTS ${BUCKETS}_full_at ON ${BUCKETS} (full_at)`);
     sql.exec(`CREATE TABLE IF NOT EXISTS ${OPTIONS} (
@@ -62,47 +62,34 @@ export class SqlBuckets {
     );
   }
 
-  /** The saved state of `key` (an ArrayBuffer), if a row is there. */
-  get(key) {
-    for (const row of this.#sql.exec(`SELECT state FROM ${BUCKETS} WHERE key = ?`, storedKey(key))) {
-      return row.state;
+  /** The snapshot bytes of `key` (an ArrayBuffer), if a row is there. */
+  snapshot(key) {
+    for (const row of this.#sql.exec(`SELECT snapshot FROM ${BUCKETS} WHERE key = ?`, storedKey(key))) {
+      return row.snapshot;
     }
     return undefined;
   }
 
-  /** Saves `saved` (what the engine's `saved` gave) for `key`, or deletes the row if undefined. */
-  put(key, saved) {
-    if (saved === undefined) {
-      this.#sql.exec(`DELETE FROM ${BUCKETS} WHERE key = ?`, storedKey(key));
-    } else {
-      this.#sql.exec(
-        `INSERT OR REPLACE INTO ${BUCKETS} (key, state, full_at, policy) VALUES (?, ?, ?, ?)`,
-        storedKey(key),
-        saved.state,
-        saved.full_at_ms,
-        saved.policy ? 1 : 0,
-      );
+  /** Saves `snapshot` (`{ bytes, full_at_ms, has_policy }`) as the row of `key`. */
+  saveSnapshot(key, snapshot) {
+    this.#insert(key, snapshot.bytes, snapshot.full_at_ms, snapshot.has_policy);
+  }
+
+  deleteSnapshot(key) {
+    this.#sql.exec(`DELETE FROM ${BUCKETS} WHERE key = ?`, storedKey(key));
+  }
+
+  /** Every row, as [key, snapshot bytes]. */
+  *snapshots() {
+    for (const row of this.#sql.exec(`SELECT key, snapshot FROM ${BUCKETS}`)) {
+      yield [keyOf(row.key), row.snapshot];
     }
   }
 
-  /** Every row, as [key, state]. */
-  *all() {
-    for (const row of this.#sql.exec(`SELECT key, state FROM ${BUCKETS}`)) {
-      yield [keyOf(row.key), row.state];
-    }
-  }
-
-  /** Replaces every row without a policy by `entries` ([key, state, full_at_ms]; each state a Uint8Array of its own). */
-  replaceDefaults(entries) {
+  /** Replaces every row without a policy by `snapshots` (`{ key, bytes, full_at_ms }` each). */
+  replaceSnapshotsWithoutPolicy(snapshots) {
     this.#sql.exec(`DELETE FROM ${BUCKETS} WHERE policy = 0`);
-    for (const [key, state, fullAt] of entries) {
-      this.#sql.exec(
-        `INSERT OR REPLACE INTO ${BUCKETS} (key, state, full_at, policy) VALUES (?, ?, ?, 0)`,
-        storedKey(key),
-        state.buffer, // a copy already (defaultBuckets makes each array)
-        fullAt,
-      );
-    }
+    for (const { key, bytes, full_at_ms } of snapshots) this.#insert(key, bytes, full_at_ms, false);
   }
 
   /** Drops the rows of buckets that are full by `nowMs` (through the full_at index). */
@@ -110,9 +97,14 @@ export class SqlBuckets {
     this.#sql.exec(`DELETE FROM ${BUCKETS} WHERE full_at <= ?`, nowMs);
   }
 
-  /** How many rows there are (for the wake-up benchmark). */
-  count() {
-    return this.#sql.exec(`SELECT count(*) AS n FROM ${BUCKETS}`).one().n;
+  #insert(key, bytes, fullAt, hasPolicy) {
+    this.#sql.exec(
+      `INSERT OR REPLACE INTO ${BUCKETS} (key, snapshot, full_at, policy) VALUES (?, ?, ?, ?)`,
+      storedKey(key),
+      bytes,
+      fullAt,
+      hasPolicy ? 1 : 0,
+    );
   }
 }
 
@@ -129,27 +121,63 @@ export class MemoryBuckets {
     this.#options = { ...options };
   }
 
-  get(key) {
-    return this.#rows.get(key)?.state;
+  snapshot(key) {
+    return this.#rows.get(key)?.bytes;
   }
 
-  put(key, saved) {
-    if (saved === undefined) this.#rows.delete(key);
-    else this.#rows.set(key, { state: saved.state, fullAt: saved.full_at_ms, policy: saved.policy });
+  saveSnapshot(key, { bytes, full_at_ms, has_policy }) {
+    this.#rows.set(key, { bytes, full_at_ms, has_policy });
   }
 
-  *all() {
-    for (const [key, row] of this.#rows) yield [key, row.state];
+  deleteSnapshot(key) {
+    this.#rows.delete(key);
   }
 
-  replaceDefaults(entries) {
-    for (const [key, row] of this.#rows) if (!row.policy) this.#rows.delete(key);
-    for (const [key, state, fullAt] of entries) {
-      this.#rows.set(key, { state: state.buffer, fullAt, policy: false });
+  *snapshots() {
+    for (const [key, row] of this.#rows) yield [key, row.bytes];
+  }
+
+  replaceSnapshotsWithoutPolicy(snapshots) {
+    for (const [key, row] of this.#rows) if (!row.has_policy) this.#rows.delete(key);
+    for (const { key, bytes, full_at_ms } of snapshots) {
+      this.#rows.set(key, { bytes, full_at_ms, has_policy: false });
     }
   }
 
   dropFull(nowMs) {
-    for (const [key, row] of this.#rows) if (row.fullAt <= nowMs) this.#rows.delete(key);
+    for (const [key, row] of this.#rows) if (row.full_at_ms <= nowMs) this.#rows.delete(key);
   }
+}
+
+// Where the durable class keeps its snapshots without `ctx.storage` (plain Node): one per
+// ctx, so a new server on the same ctx finds what an evicted one saved.
+const standIns = new WeakMap();
+
+/**
+ * The storage of the Durable Object whose state is `ctx`: SQLite, or (`standIn`, the Node
+ * entry) a Map per ctx where `ctx.storage` does not exist. Throws where neither is allowed.
+ */
+export function openBuckets(ctx, { standIn = false } = {}) {
+  const storage = ctx?.storage;
+  if (storage === undefined || storage === null) {
+    if (!standIn) {
+      throw new Error('DurableRateLimiterServer needs the Durable Object storage (ctx.storage)');
+    }
+    if (typeof ctx !== 'object' || ctx === null) return new MemoryBuckets();
+    if (!standIns.has(ctx)) standIns.set(ctx, new MemoryBuckets());
+    return standIns.get(ctx);
+  }
+  let sql;
+  try {
+    sql = storage.sql;
+  } catch {
+    // workerd throws here for a class whose storage is not SQLite-backed.
+  }
+  if (sql === undefined) {
+    throw new Error(
+      'DurableRateLimiterServer needs SQLite storage: declare its class in a migration ' +
+        'under new_sqlite_classes (not new_classes)',
+    );
+  }
+  return new SqlBuckets(sql);
 }

@@ -3,11 +3,12 @@
 import { DurableObject } from 'cloudflare:workers';
 import wasmModule from './rate_limiter_bg.wasm';
 import { initSync } from './rate_limiter.js';
-import { defineRateLimiterServers } from './server.js';
+import { defineRateLimiterServers } from './servers.js';
+import { WasmInstance } from './wasm-instance.js';
 
 export { rateLimitHeaders } from './headers.js';
 
 export const { RateLimiterServer, DurableRateLimiterServer } = defineRateLimiterServers(
   DurableObject,
-  () => initSync({ module: wasmModule }),
+  new WasmInstance(() => initSync({ module: wasmModule })),
 );

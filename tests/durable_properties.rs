@@ -9,7 +9,9 @@
 use std::collections::HashMap;
 
 use proptest::prelude::*;
-use rate_limiter::engine::{Cost, Instant, Limiter, OptionsPatch, Request};
+use rate_limiter::engine::{
+    Cost, Instant, KeyedSnapshot, Limiter, OptionsPatch, Request, StoredSnapshot,
+};
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -82,8 +84,8 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-/// A saved bucket as the storage keeps it: bytes, when it is full, whether it has a policy.
-type Row = (Vec<u8>, u128, bool);
+/// A row of the storage: the key's snapshot.
+type Row = StoredSnapshot;
 
 /// The storage of one Durable Object and the limiter in its memory.
 struct Durable {
@@ -120,8 +122,10 @@ impl Durable {
         if self.complete || self.limiter.holds(key) {
             return;
         }
-        if let Some((state, _, _)) = self.rows.get(key) {
-            self.limiter.restore(key, state, "saved", now).unwrap();
+        if let Some(row) = self.rows.get(key) {
+            self.limiter
+                .restore(key, &row.bytes, "snapshot", now)
+                .unwrap();
         }
     }
 
@@ -135,8 +139,10 @@ impl Durable {
     fn set_options(&mut self, patch: OptionsPatch, now: Instant) {
         let rewrites = self.limiter.options().patched(patch).unwrap() != self.limiter.options();
         if rewrites && !self.complete {
-            for (key, (state, _, _)) in &self.rows {
-                self.limiter.restore(key, state, "saved", now).unwrap();
+            for (key, row) in &self.rows {
+                self.limiter
+                    .restore(key, &row.bytes, "snapshot", now)
+                    .unwrap();
             }
             self.complete = true;
         }
@@ -147,9 +153,9 @@ impl Durable {
             refill_every_seconds: Some(options.refill_every_seconds()),
         });
         if rewrites {
-            self.rows.retain(|_, (_, _, policy)| *policy);
-            for (key, state, full_at) in self.limiter.default_snapshots() {
-                self.rows.insert(key, (state, full_at, false));
+            self.rows.retain(|_, row| row.has_policy);
+            for KeyedSnapshot { key, snapshot } in self.limiter.snapshots_without_policy() {
+                self.rows.insert(key, snapshot);
             }
         }
     }
@@ -237,7 +243,7 @@ proptest! {
                 Op::Evict => durable.evict(now),
                 Op::DropFull => {
                     let now_ns = u128::from(now.as_nanos());
-                    durable.rows.retain(|_, (_, full_at, _)| *full_at > now_ns);
+                    durable.rows.retain(|_, row| row.full_at_nanos > now_ns);
                 }
             }
             // Whatever memory holds that is not full is saved: restored alone, it reads the same.
@@ -252,7 +258,7 @@ proptest! {
                     if let Some(options) = durable.saved_options {
                         alone.set_options(options, now).unwrap();
                     }
-                    alone.restore(&k, &row.unwrap().0, "saved", now).unwrap();
+                    alone.restore(&k, &row.unwrap().bytes, "snapshot", now).unwrap();
                     prop_assert_eq!(alone.status(&k, now), held.status(&k, now));
                 }
             }
@@ -276,15 +282,18 @@ fn a_restored_bucket_that_refilled_meanwhile_is_not_stored() {
     let at = |ms: f64| Instant::from_millis(START_MS + ms);
     let mut limiter = two_per_second(1, at(0.0));
     assert!(limiter.consume(b"k", Cost::ONE, at(0.0)));
-    let (state, full_at, policy) = limiter.snapshot(b"k").unwrap();
-    assert!(!policy);
-    assert_eq!(full_at, u128::from(at(1_000.0).as_nanos()));
+    let snapshot = limiter.snapshot(b"k").unwrap();
+    assert!(!snapshot.has_policy);
+    assert_eq!(snapshot.full_at_nanos, u128::from(at(1_000.0).as_nanos()));
+    let state = snapshot.bytes;
 
     let mut fresh = two_per_second(2, at(0.0));
-    fresh.restore(b"k", &state, "saved", at(999.0)).unwrap();
+    fresh.restore(b"k", &state, "snapshot", at(999.0)).unwrap();
     assert!(fresh.holds(b"k"));
     let mut later = two_per_second(3, at(0.0));
-    later.restore(b"k", &state, "saved", at(1_000.0)).unwrap();
+    later
+        .restore(b"k", &state, "snapshot", at(1_000.0))
+        .unwrap();
     assert!(!later.holds(b"k"), "full at 1 s: nothing to hold");
 }
 
@@ -309,8 +318,8 @@ fn restore_keeps_a_bucket_memory_already_holds() {
     let mut limiter = Limiter::new(1);
     let now = Instant::from_millis(START_MS);
     assert!(limiter.consume(b"k", Cost::new(3.0).unwrap(), now));
-    let (older, _, _) = limiter.snapshot(b"k").unwrap();
+    let older = limiter.snapshot(b"k").unwrap().bytes;
     assert!(limiter.consume(b"k", Cost::new(3.0).unwrap(), now));
-    limiter.restore(b"k", &older, "saved", now).unwrap();
+    limiter.restore(b"k", &older, "snapshot", now).unwrap();
     assert_eq!(limiter.status(b"k", now).remaining, 4.0);
 }

@@ -144,8 +144,12 @@ fn lone_surrogates_and_their_replacement_are_distinct_keys() {
 #[wasm_bindgen_test]
 fn options_are_validated_all_or_nothing() {
     let mut l = RateLimiter::new(1, 2);
-    l.set_options(T0, options(object(&[("max_tokens", num(3.0))])))
-        .unwrap();
+    l.set_options(
+        T0,
+        options(object(&[("max_tokens", num(3.0))])),
+        &JsValue::UNDEFINED,
+    )
+    .unwrap();
     let bad = [
         (JsValue::NULL, true, "options must be an object"),
         (num(5.0), true, "options must be an object"),
@@ -181,7 +185,9 @@ fn options_are_validated_all_or_nothing() {
         ),
     ];
     for (value, type_error, start) in bad {
-        let e = l.set_options(T0, options(value)).unwrap_err();
+        let e = l
+            .set_options(T0, options(value), &JsValue::UNDEFINED)
+            .unwrap_err();
         assert_eq!(
             e.is_instance_of::<TypeError>(),
             type_error,
@@ -194,9 +200,14 @@ fn options_are_validated_all_or_nothing() {
     assert_eq!(field(&current, "max_tokens"), 3.0);
     assert_eq!(field(&current, "refill_every_seconds"), 10.0);
     // `undefined` fields and `{}` keep every value.
-    l.set_options(T0, options(object(&[("max_tokens", JsValue::UNDEFINED)])))
+    l.set_options(
+        T0,
+        options(object(&[("max_tokens", JsValue::UNDEFINED)])),
+        &JsValue::UNDEFINED,
+    )
+    .unwrap();
+    l.set_options(T0, options(Object::new().into()), &JsValue::UNDEFINED)
         .unwrap();
-    l.set_options(T0, options(Object::new().into())).unwrap();
     assert_eq!(status(&mut l, T0, &key("k")).1, 3.0);
 }
 
@@ -264,7 +275,7 @@ fn lone_surrogate_key() -> JsValue {
 }
 
 #[wasm_bindgen_test]
-fn saved_buckets_restore_into_a_fresh_limiter_with_their_keys_and_policies() {
+fn snapshots_restore_into_a_fresh_limiter_with_their_keys_and_policies() {
     let mut l = RateLimiter::new(1, 2);
     let (plain, lone) = (key("login"), lone_surrogate_key());
     assert!(l.consume(T0, &plain, &num(3.0)).unwrap());
@@ -272,31 +283,36 @@ fn saved_buckets_restore_into_a_fresh_limiter_with_their_keys_and_policies() {
     let policy = object(&[("max_tokens", num(50.0))]);
     l.limit(T0, &key("upload"), &num(20.0), &policy).unwrap();
     assert!(l.holds(&lone).unwrap() && l.holds_text("login") && !l.holds_text("other"));
-    assert!(l.saved(&key("other")).unwrap().is_undefined());
+    assert!(l.snapshot(&key("other")).unwrap().is_undefined());
 
     let mut fresh = RateLimiter::new(3, 4);
     for k in [&plain, &lone, &key("upload")] {
-        let saved = l.saved(k).unwrap();
-        let state = Reflect::get(&saved, &key("state")).unwrap();
-        let has_policy = Reflect::get(&saved, &key("policy"))
+        let snapshot = l.snapshot(k).unwrap();
+        let bytes = Reflect::get(&snapshot, &key("bytes")).unwrap();
+        let has_policy = Reflect::get(&snapshot, &key("has_policy"))
             .unwrap()
             .as_bool()
             .unwrap();
         assert_eq!(has_policy, k.as_string().as_deref() == Some("upload"));
-        assert!(field(&saved, "full_at_ms") > T0);
-        fresh.restore(T0 + 1.0, k, state.unchecked_ref()).unwrap();
+        assert!(field(&snapshot, "full_at_ms") > T0);
+        fresh.restore(T0 + 1.0, k, bytes.unchecked_ref()).unwrap();
     }
     for k in [&plain, &lone, &key("upload")] {
         assert_eq!(status(&mut fresh, T0 + 1.0, k), status(&mut l, T0 + 1.0, k));
     }
-    // The lone surrogate and its UTF-8 replacement stay apart through save and restore.
+    // The lone surrogate and its UTF-8 replacement stay apart through snapshot and restore.
     assert_eq!(status(&mut fresh, T0, &key("k\u{fffd}")).0, 10.0);
-    let all = fresh.default_buckets();
+    let all = fresh.snapshots_without_policy();
     assert_eq!(
         all.length(),
         2,
         "login and the lone-surrogate key have no policy"
     );
+    let keys: Vec<JsValue> = all
+        .iter()
+        .map(|entry| Reflect::get(&entry, &key("key")).unwrap())
+        .collect();
+    assert!(keys.contains(&plain) && keys.contains(&lone));
 }
 
 #[wasm_bindgen_test]
@@ -313,19 +329,40 @@ fn unreadable_saved_bytes_throw_a_plain_error_naming_the_key() {
     assert!(!l.holds_text("k"));
 }
 
+/// A loader for `setOptions` that returns `pairs` and counts its calls in `calls`.
+fn counting_loader(pairs: &js_sys::Array, calls: &js_sys::Array) -> JsValue {
+    js_sys::Function::new_with_args(
+        "pairs, calls",
+        "return () => { calls.push(1); return pairs; };",
+    )
+    .call2(&JsValue::UNDEFINED, pairs, calls)
+    .unwrap()
+}
+
 #[wasm_bindgen_test]
-fn prepared_options_apply_once_and_report_a_change() {
-    let mut l = RateLimiter::new(1, 2);
-    assert!(!l
-        .prepare_options(options(object(&[("max_tokens", num(10.0))])))
-        .unwrap());
-    assert!(l
-        .prepare_options(options(object(&[("max_tokens", num(4.0))])))
-        .unwrap());
-    l.apply_prepared_options(T0).unwrap();
-    assert_eq!(status(&mut l, T0, &key("k")).1, 4.0);
-    let bad = l.prepare_options(options(object(&[("max_tokens", num(0.5))])));
+fn set_options_reports_a_change_and_loads_snapshots_only_then() {
+    let mut source = RateLimiter::new(1, 2);
+    assert!(source.consume(T0, &key("login"), &num(3.0)).unwrap());
+    let snapshot = source.snapshot(&key("login")).unwrap();
+    let pair = js_sys::Array::of2(
+        &key("login"),
+        &Reflect::get(&snapshot, &key("bytes")).unwrap(),
+    );
+    let (pairs, calls) = (js_sys::Array::of1(&pair), js_sys::Array::new());
+    let load = counting_loader(&pairs, &calls);
+
+    let mut l = RateLimiter::new(3, 4);
+    let same = l.set_options(T0, options(object(&[("max_tokens", num(10.0))])), &load);
+    assert!(!same.unwrap());
+    let bad = l.set_options(T0, options(object(&[("max_tokens", num(0.5))])), &load);
     assert!(bad.unwrap_err().is_instance_of::<RangeError>());
-    l.apply_prepared_options(T0).unwrap(); // nothing prepared: nothing changes
-    assert_eq!(status(&mut l, T0, &key("k")).1, 4.0);
+    assert_eq!(calls.length(), 0, "no change, no load");
+    assert_eq!(status(&mut l, T0, &key("login")).0, 10.0);
+
+    let raised = l.set_options(T0, options(object(&[("max_tokens", num(20.0))])), &load);
+    assert!(raised.unwrap());
+    assert_eq!(calls.length(), 1);
+    // The snapshot was restored: 7 tokens left, under the raised capacity.
+    assert_eq!(status(&mut l, T0, &key("login")), (7.0, 20.0, 10_000.0));
+    assert_eq!(status(&mut l, T0, &key("other")).0, 20.0);
 }

@@ -4,8 +4,8 @@
 //! - no panic (overflow checks are on in fuzz builds, so arithmetic overflow panics too);
 //! - every status: `0 <= remaining <= limit`, `limit` the max_tokens of the options the key
 //!   follows, `reset_in_ms == 0` only for a full bucket;
-//! - invalid costs and options are `Err` exactly when SPEC says so, and an `Err` or a failed
-//!   consume changes no status (nor the options);
+//! - invalid costs and options are `Err` exactly when docs/SPEC.md says so, and an `Err` or
+//!   a failed consume changes no status (nor the options);
 //! - `check` answers what `consume` does right after, at the same time, and changes nothing;
 //! - `reset` leaves a full bucket under the instance options;
 //! - the token-bucket bound per key: over any window in which the clock only went forward,
@@ -202,12 +202,12 @@ fn whole(x: f64) -> bool {
     x.fract() == 0.0
 }
 
-/// SPEC's rule for a cost, independently of the engine.
+/// The contract's rule for a cost (docs/SPEC.md, rule 2.2), independently of the engine.
 fn cost_is_valid(cost: f64) -> bool {
     cost.is_finite() && cost >= 0.0
 }
 
-/// SPEC's rule for options `base` patched by `patch`, independently of the engine.
+/// The contract's rule for options `base` patched by `patch`, independently of the engine.
 fn patch_is_valid(base: &Options, patch: &OptionsPatch) -> bool {
     let max = patch.max_tokens.unwrap_or(base.max_tokens() as f64);
     let refill = patch
@@ -461,7 +461,7 @@ impl Harness {
         }
     }
 
-    /// The cost, checked against SPEC's rule.
+    /// The cost, checked against the contract's rule.
     fn cost(&self, raw: f64) -> Option<Cost> {
         let cost = Cost::new(raw);
         assert_eq!(
@@ -707,9 +707,9 @@ impl Harness {
         fresh.set_options(patch, self.now).expect("the options it had are valid");
         let keys: Vec<Vec<u8>> = self.tracks.keys().cloned().collect();
         for key in &keys {
-            if let Some((state, _, _)) = self.limiter.snapshot(key) {
+            if let Some(snapshot) = self.limiter.snapshot(key) {
                 fresh
-                    .restore(key, &state, "saved", self.now)
+                    .restore(key, &snapshot.bytes, "snapshot", self.now)
                     .expect("a snapshot restores");
             }
         }
@@ -724,12 +724,12 @@ impl Harness {
     }
 
     /// `restore` of arbitrary bytes: no panic, and no other key changes.
-    fn op_restore_bytes(&mut self, key: &[u8], saved: &[u8]) {
+    fn op_restore_bytes(&mut self, key: &[u8], bytes: &[u8]) {
         if !self.copies(1) {
             return;
         }
         let mut copy = self.limiter.clone();
-        let _ = copy.restore(key, saved, "saved", self.now);
+        let _ = copy.restore(key, bytes, "snapshot", self.now);
         let keys: Vec<Vec<u8>> = self.tracks.keys().cloned().collect();
         let mut original = self.limiter.clone();
         for other in keys.iter().filter(|k| k.as_slice() != key) {

@@ -26,7 +26,7 @@ pub enum Error {
     },
     /// Two requests of one `limitAll` call name the same key.
     DuplicateKey { field: String, first: String },
-    /// Saved bucket state that this version cannot read (written by hand, or corrupted).
+    /// A snapshot this version cannot read (written by hand, or corrupted).
     Unreadable { field: String, length: usize },
 }
 

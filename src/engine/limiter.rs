@@ -5,7 +5,7 @@ use super::bucket::{
 };
 use super::error::{decimal, join, Error};
 use super::options::{Cost, Options, OptionsPatch};
-use super::snapshot::Snapshot;
+use super::snapshot::{KeyedSnapshot, Snapshot, StoredSnapshot};
 use super::store::Store;
 use super::time::{ceil_millis, Instant};
 
@@ -85,7 +85,7 @@ impl Limiter {
         let unfills =
             new.max_tokens() > old.max_tokens() || new.interval_nanos() > old.interval_nanos();
         if unfills || new.unit() != old.unit() {
-            self.store.change_defaults(|bucket| {
+            self.store.change_buckets_without_policy(|bucket| {
                 if unfills && refill(Some(bucket), &old, now).is_none() {
                     return None;
                 }
@@ -207,39 +207,44 @@ impl Limiter {
         self.store.position(key).is_some()
     }
 
-    /// The bucket of `key` as saved bytes, the moment in nanoseconds it is full if nothing
-    /// consumes (when the saved copy may go), and whether the key has its own policy;
-    /// `None` when the key holds no bucket.
-    pub fn snapshot(&self, key: &[u8]) -> Option<(Vec<u8>, u128, bool)> {
+    /// The snapshot of `key`'s bucket, or `None` when the key holds no bucket (it is full).
+    pub fn snapshot(&self, key: &[u8]) -> Option<StoredSnapshot> {
         let (bucket, policy) = self.store.get(self.store.position(key)?)?;
-        let options = policy.unwrap_or(self.options);
-        let saved = Snapshot { bucket, policy }.encode();
-        Some((saved, full_at(bucket, &options), policy.is_some()))
+        Some(self.stored(bucket, policy))
     }
 
-    /// Every bucket that follows the instance options, as [`Limiter::snapshot`] gives it.
-    pub fn default_snapshots(&self) -> Vec<(Vec<u8>, Vec<u8>, u128)> {
+    /// The snapshots of every bucket without a policy of its own (those that follow the
+    /// instance options, and so change when they do).
+    pub fn snapshots_without_policy(&self) -> Vec<KeyedSnapshot> {
         self.store
             .entries()
             .filter(|(_, _, policy)| policy.is_none())
-            .map(|(key, bucket, policy)| {
-                let saved = Snapshot { bucket, policy }.encode();
-                (key.to_vec(), saved, full_at(bucket, &self.options))
+            .map(|(key, bucket, policy)| KeyedSnapshot {
+                key: key.to_vec(),
+                snapshot: self.stored(bucket, policy),
             })
             .collect()
     }
 
-    /// Puts back a bucket that [`Limiter::snapshot`] saved, unless `key` holds one already.
-    /// One that has refilled to full by `now` is not stored (a full bucket is no bucket).
-    /// `field` names the saved bytes in the error when they cannot be read.
+    fn stored(&self, bucket: Bucket, policy: Option<Options>) -> StoredSnapshot {
+        StoredSnapshot {
+            bytes: Snapshot { bucket, policy }.encode(),
+            full_at_nanos: full_at(bucket, &policy.unwrap_or(self.options)),
+            has_policy: policy.is_some(),
+        }
+    }
+
+    /// Puts back the bucket of a snapshot's bytes ([`StoredSnapshot::bytes`]), unless `key`
+    /// holds one already. One that has refilled to full by `now` is not stored (a full
+    /// bucket is no bucket). `field` names the snapshot in the error when it cannot be read.
     pub fn restore(
         &mut self,
         key: &[u8],
-        saved: &[u8],
+        bytes: &[u8],
         field: &str,
         now: Instant,
     ) -> Result<(), Error> {
-        let Snapshot { bucket, policy } = Snapshot::decode(saved, field)?;
+        let Snapshot { bucket, policy } = Snapshot::decode(bytes, field)?;
         if self.holds(key) {
             return Ok(());
         }

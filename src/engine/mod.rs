@@ -16,6 +16,6 @@ pub use options::{
     Cost, Options, OptionsPatch, DEFAULT_MAX_TOKENS, DEFAULT_REFILL_EVERY_SECONDS,
     MAX_SAFE_INTEGER, MAX_TOKENS_IN_BILLIONTHS, UNITS_PER_TOKEN,
 };
-pub use snapshot::Snapshot;
+pub use snapshot::{KeyedSnapshot, Snapshot, StoredSnapshot};
 pub use store::SWEEP_STEPS;
 pub use time::Instant;

@@ -1,4 +1,4 @@
-//! A stored bucket as bytes, for callers that keep buckets outside memory (the durable
+//! Snapshots: a bucket as bytes, for callers that keep buckets outside memory (the durable
 //! class writes them to Durable Object storage and reads them back after an eviction).
 //!
 //! Layout, little-endian: version (1 byte), flags (1 byte: bit 0 = has a policy), units
@@ -16,7 +16,26 @@ const HAS_POLICY: u8 = 1;
 const PLAIN_LEN: usize = 18;
 const POLICY_LEN: usize = PLAIN_LEN + 16;
 
-/// A bucket and the key's own policy, as saved.
+/// A key's snapshot as a caller stores it (the durable class: one row per key).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredSnapshot {
+    /// The encoded [`Snapshot`]: what [`Limiter::restore`](super::Limiter::restore) reads.
+    pub bytes: Vec<u8>,
+    /// When the bucket is full if nothing consumes, in nanoseconds since the epoch: from
+    /// then on the stored copy equals no copy and may be dropped.
+    pub full_at_nanos: u128,
+    /// Whether the key has a policy of its own (if not, an options change changes it).
+    pub has_policy: bool,
+}
+
+/// A [`StoredSnapshot`] with its key.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyedSnapshot {
+    pub key: Vec<u8>,
+    pub snapshot: StoredSnapshot,
+}
+
+/// A bucket and the key's own policy: what a snapshot holds.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Snapshot {
     pub bucket: Bucket,

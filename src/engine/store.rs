@@ -277,7 +277,10 @@ impl Store {
 
     /// Replaces every bucket without a policy of its own by `change(bucket)`, dropping those
     /// that come back `None` (full); O(stored buckets), and it rebuilds the index.
-    pub fn change_defaults(&mut self, mut change: impl FnMut(Bucket) -> Option<Bucket>) {
+    pub fn change_buckets_without_policy(
+        &mut self,
+        mut change: impl FnMut(Bucket) -> Option<Bucket>,
+    ) {
         let mut kept = Slots::default();
         for slot in core::mem::take(&mut self.slots)
             .chunks

@@ -1,4 +1,5 @@
-// DurableRateLimiterServer keeps its state when the object's memory is discarded (issue 6).
+// DurableRateLimiterServer keeps its state when the object's memory is discarded
+// (docs/SPEC.md, section 6).
 // Memory is discarded here by building a fresh instance on the same Durable Object state
 // (what workerd does after an eviction: a new object, the same storage) and by ctx.abort();
 // tests/process restarts a real workerd process on on-disk storage. The clock is faked.
@@ -203,7 +204,7 @@ describe('storage', () => {
     await runInDurableObject(limiter('survival-corrupt'), (instance: DurableRateLimiterServer, state: DurableObjectState) => {
       expect(instance.consume('victim')).toBe(true);
       state.storage.sql.exec(
-        "UPDATE rate_limiter_buckets SET state = x'0102' WHERE key = 'victim'",
+        "UPDATE rate_limiter_buckets SET snapshot = x'0102' WHERE key = 'victim'",
       );
       const fresh = new DurableRateLimiterServer(state, env);
       const error = (() => {

@@ -1,0 +1,108 @@
+// What makes DurableRateLimiterServer durable: a LocalLimiter plus a snapshot of every bucket
+// in storage. Nothing is loaded at wake-up; a call on a key that memory does not hold first
+// restores that key's snapshot, and every call that changes a bucket saves its snapshot
+// (a full bucket: none), inside the call, so it commits with the call's output.
+
+// A writing call also drops the snapshots of buckets that have become full, at most this often.
+const DROP_FULL_EVERY_MS = 10_000;
+
+export class DurableLimiter {
+  #local;
+  #buckets;
+  #droppedAt = -Infinity;
+  /** The incarnation of the local limiter into which every snapshot was loaded, if any. */
+  #loadedAllInto = -1;
+
+  /** `local`: a LocalLimiter; `buckets`: its storage (storage.js). */
+  constructor(local, buckets) {
+    this.#local = local;
+    this.#buckets = buckets;
+    const options = buckets.options();
+    if (options !== undefined) local.setOptions(options);
+  }
+
+  setOptions(options) {
+    let loaded = false;
+    // Called only when the options change: how a bucket meets new options depends on when
+    // it was last refilled, which memory knows once every snapshot is in it.
+    const loadAll = () => {
+      if (this.#holdsAll()) return [];
+      loaded = true;
+      return Array.from(this.#buckets.snapshots());
+    };
+    const changed = this.#local.setOptions(options, loadAll);
+    if (loaded) this.#loadedAllInto = this.#local.incarnation;
+    if (changed) {
+      this.#buckets.saveOptions(this.#local.options);
+      this.#buckets.replaceSnapshotsWithoutPolicy(this.#local.snapshotsWithoutPolicy());
+    }
+  }
+
+  check(key, cost) {
+    this.#load(key);
+    return this.#local.check(key, cost);
+  }
+
+  consume(key, cost) {
+    this.#load(key);
+    const allowed = this.#local.consume(key, cost);
+    if (allowed) this.#save(key);
+    return allowed;
+  }
+
+  getStatus(key) {
+    this.#load(key);
+    return this.#local.getStatus(key);
+  }
+
+  reset(key) {
+    this.#local.reset(key);
+    this.#buckets.deleteSnapshot(key);
+  }
+
+  limit(key, cost, policy) {
+    this.#load(key);
+    const decision = this.#local.limit(key, cost, policy);
+    // A denied call without a policy changes nothing that needs saving.
+    if (decision.allowed || policy !== undefined) this.#save(key);
+    return decision;
+  }
+
+  limitAll(requests) {
+    const holdsAll = this.#holdsAll();
+    // The binding reads the requests once and names their keys here.
+    const keys = [];
+    const load = (key, held) => {
+      keys.push(key);
+      return held || holdsAll ? undefined : this.#buckets.snapshot(key);
+    };
+    const decision = this.#local.limitAll(requests, load);
+    for (const key of keys) this.#save(key);
+    return decision;
+  }
+
+  #holdsAll() {
+    // The incarnation first: after a trap, memory is a new limiter that holds nothing yet.
+    return this.#local.incarnation === this.#loadedAllInto;
+  }
+
+  /** Restores the snapshot of `key` if memory does not hold its bucket. */
+  #load(key) {
+    // Anything but a string goes to the engine, which rejects it.
+    if (typeof key !== 'string' || this.#holdsAll() || this.#local.holds(key)) return;
+    const bytes = this.#buckets.snapshot(key);
+    if (bytes !== undefined) this.#local.restore(key, bytes);
+  }
+
+  /** Saves the snapshot of `key` as the last call left it. */
+  #save(key) {
+    const snapshot = this.#local.snapshot(key);
+    if (snapshot === undefined) this.#buckets.deleteSnapshot(key);
+    else this.#buckets.saveSnapshot(key, snapshot);
+    const now = Date.now();
+    if (now - this.#droppedAt >= DROP_FULL_EVERY_MS) {
+      this.#droppedAt = now;
+      this.#buckets.dropFull(now);
+    }
+  }
+}

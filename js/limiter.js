@@ -1,0 +1,195 @@
+// One wasm RateLimiter behind a JavaScript object that outlives traps: after the instance
+// is replaced, the next call makes a new RateLimiter in it with the same options. Reads the
+// clock once per call, and sends the common arguments down the binding's fast paths.
+import { FastAnswer, RateLimiter } from './rate_limiter.js';
+
+const { Allowed, UseGeneralPath } = FastAnswer;
+
+// A RateLimiter lives in wasm memory: free it with its owner, unless its instance is gone.
+const owners = new FinalizationRegistry(release);
+
+function release(cell) {
+  if (cell.limiter === undefined) return;
+  if (cell.generation === cell.instance.generation) cell.limiter.free();
+  // Disarm its own finalizer, which would free the pointer in the new instance.
+  else cell.limiter.__destroy_into_raw();
+}
+
+export class LocalLimiter {
+  // Held apart from `this` so the finalizer can reach the RateLimiter after `this` is gone.
+  #cell;
+
+  /** `instance`: the WasmInstance the RateLimiter lives in. */
+  constructor(instance) {
+    this.#cell = { instance, limiter: undefined, generation: -1, options: undefined, incarnation: 0 };
+    owners.register(this, this.#cell);
+  }
+
+  /**
+   * Changes whenever a new RateLimiter replaces the previous one (after a trap). A new one
+   * holds no bucket yet.
+   */
+  get incarnation() {
+    this.#current();
+    return this.#cell.incarnation;
+  }
+
+  /** The instance options, all fields filled in. */
+  get options() {
+    return this.#current().options;
+  }
+
+  /** Returns whether the options changed; `load` as the binding's `setOptions` takes it. */
+  setOptions(options, load = undefined) {
+    const changed = this.#guard(setOptionsNow, options, load);
+    // Kept so that a replacement RateLimiter starts with the same options.
+    this.#cell.options = this.#cell.limiter.options;
+    return changed;
+  }
+
+  check(key, cost) {
+    return this.#guard(checkNow, key, cost);
+  }
+
+  consume(key, cost) {
+    return this.#guard(consumeNow, key, cost);
+  }
+
+  getStatus(key) {
+    return this.#guard(getStatusNow, key);
+  }
+
+  reset(key) {
+    this.#guard(resetNow, key);
+  }
+
+  limit(key, cost, policy) {
+    return this.#guard(limitNow, key, cost, policy);
+  }
+
+  /** `load` as the binding's `limitAll` takes it. */
+  limitAll(requests, load = undefined) {
+    return this.#guard(limitAllNow, requests, load);
+  }
+
+  /** Whether the string `key` has a bucket in memory. */
+  holds(key) {
+    return this.#guard(holdsNow, key);
+  }
+
+  /** `{ bytes, full_at_ms, has_policy }`, or undefined when the bucket is full. */
+  snapshot(key) {
+    return this.#guard(snapshotNow, key);
+  }
+
+  restore(key, bytes) {
+    this.#guard(restoreNow, key, bytes);
+  }
+
+  /** `{ key, bytes, full_at_ms }` of every bucket without a policy of its own. */
+  snapshotsWithoutPolicy() {
+    return this.#guard(snapshotsWithoutPolicyNow);
+  }
+
+  #guard(call, a, b, c) {
+    const cell = this.#cell;
+    return cell.instance.guard(call, this.#current(), a, b, c);
+  }
+
+  #current() {
+    const cell = this.#cell;
+    if (cell.generation !== cell.instance.generation) {
+      release(cell);
+      const seed = crypto.getRandomValues(new Uint32Array(2));
+      cell.limiter = new RateLimiter(seed[0], seed[1]);
+      cell.generation = cell.instance.generation;
+      cell.incarnation += 1;
+      if (cell.options !== undefined) cell.limiter.setOptions(Date.now(), cell.options);
+    }
+    return cell.limiter;
+  }
+}
+
+// The common case goes through the *Text methods, which take the key as a string and the
+// cost as a number; anything else (or a string with lone surrogates, which UTF-8 cannot
+// carry) takes the general path, where the binding checks every value.
+const isFast = (key, cost) => typeof key === 'string' && typeof cost === 'number' && key.isWellFormed();
+
+// A policy for the fast path: a plain object whose own fields are max_tokens and/or
+// refill_every_seconds, each undefined or a number other than NaN (NaN then means
+// "absent"). Anything else returns false and takes the general path, which reports it.
+const policyNumbers = [NaN, NaN];
+function readPolicy(policy) {
+  policyNumbers[0] = policyNumbers[1] = NaN;
+  if (policy === undefined) return true;
+  if (typeof policy !== 'object' || policy === null) return false;
+  try {
+    if (Array.isArray(policy)) return false; // throws for a revoked Proxy
+    for (const name of Object.keys(policy)) {
+      if (name !== 'max_tokens' && name !== 'refill_every_seconds') return false;
+    }
+    const max = policy.max_tokens;
+    const every = policy.refill_every_seconds;
+    if (max !== undefined && (typeof max !== 'number' || max !== max)) return false;
+    if (every !== undefined && (typeof every !== 'number' || every !== every)) return false;
+    policyNumbers[0] = max ?? NaN;
+    policyNumbers[1] = every ?? NaN;
+    return true;
+  } catch {
+    return false; // a getter that throws: the general path reads it again and reports
+  }
+}
+
+// Each call as a plain function of the RateLimiter and its arguments (see WasmInstance.guard).
+
+function setOptionsNow(limiter, options, load) {
+  return limiter.setOptions(Date.now(), options, load);
+}
+
+function checkNow(limiter, key, cost) {
+  const answer = isFast(key, cost) ? limiter.checkText(Date.now(), key, cost) : UseGeneralPath;
+  return answer === UseGeneralPath ? limiter.check(Date.now(), key, cost) : answer === Allowed;
+}
+
+function consumeNow(limiter, key, cost) {
+  const answer = isFast(key, cost) ? limiter.consumeText(Date.now(), key, cost) : UseGeneralPath;
+  return answer === UseGeneralPath ? limiter.consume(Date.now(), key, cost) : answer === Allowed;
+}
+
+function getStatusNow(limiter, key) {
+  return typeof key === 'string' && key.isWellFormed()
+    ? limiter.getStatusText(Date.now(), key)
+    : limiter.getStatus(Date.now(), key);
+}
+
+function resetNow(limiter, key) {
+  limiter.reset(key);
+}
+
+function limitNow(limiter, key, cost, policy) {
+  if (isFast(key, cost) && readPolicy(policy)) {
+    const [max, every] = policyNumbers;
+    return limiter.limitText(Date.now(), key, cost, policy !== undefined, max, every);
+  }
+  return limiter.limit(Date.now(), key, cost, policy);
+}
+
+function limitAllNow(limiter, requests, load) {
+  return limiter.limitAll(Date.now(), requests, load);
+}
+
+function holdsNow(limiter, key) {
+  return key.isWellFormed() ? limiter.holdsText(key) : limiter.holds(key);
+}
+
+function snapshotNow(limiter, key) {
+  return limiter.snapshot(key);
+}
+
+function restoreNow(limiter, key, bytes) {
+  limiter.restore(Date.now(), key, bytes);
+}
+
+function snapshotsWithoutPolicyNow(limiter) {
+  return limiter.snapshotsWithoutPolicy();
+}

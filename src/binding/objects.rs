@@ -1,0 +1,104 @@
+//! Result objects. Each is built by JavaScript in one call: object literals get a stable
+//! shape at once, where setting fields one by one from wasm costs a boundary crossing and a
+//! property-name string per field. A negative `retry_after_ms` stands for `null`.
+
+use js_sys::{Array, Object};
+use wasm_bindgen::prelude::*;
+
+use crate::engine::{AllDecision, Decision, Options, Status, StoredSnapshot, MAX_SAFE_INTEGER};
+
+#[wasm_bindgen(inline_js = "
+export function statusObject(remaining, limit, reset_in_ms) {
+  return { remaining, limit, reset_in_ms };
+}
+export function decisionObject(allowed, remaining, limit, reset_in_ms, retry_after_ms, window_ms) {
+  return {
+    allowed, remaining, limit, reset_in_ms,
+    retry_after_ms: retry_after_ms < 0 ? null : retry_after_ms,
+    window_ms,
+  };
+}
+export function allDecisionObject(allowed, retry_after_ms, results) {
+  return { allowed, retry_after_ms: retry_after_ms < 0 ? null : retry_after_ms, results };
+}
+export function optionsObject(max_tokens, refill_every_seconds) {
+  return { max_tokens, refill_every_seconds };
+}
+// `bytes` views wasm memory: copy it out.
+export function snapshotObject(bytes, full_at_ms, has_policy) {
+  return { bytes: bytes.slice().buffer, full_at_ms, has_policy };
+}
+export function keyedSnapshotObject(key, bytes, full_at_ms) {
+  return { key, bytes: bytes.slice().buffer, full_at_ms };
+}
+")]
+extern "C" {
+    #[wasm_bindgen(js_name = statusObject)]
+    fn status_object_js(remaining: f64, limit: f64, reset_in_ms: f64) -> Object;
+
+    #[wasm_bindgen(js_name = decisionObject)]
+    fn decision_object_js(
+        allowed: bool,
+        remaining: f64,
+        limit: f64,
+        reset_in_ms: f64,
+        retry_after_ms: f64,
+        window_ms: f64,
+    ) -> Object;
+
+    #[wasm_bindgen(js_name = allDecisionObject)]
+    fn all_decision_object_js(allowed: bool, retry_after_ms: f64, results: Array) -> Object;
+
+    #[wasm_bindgen(js_name = optionsObject)]
+    fn options_object_js(max_tokens: f64, refill_every_seconds: f64) -> Object;
+
+    #[wasm_bindgen(js_name = snapshotObject)]
+    fn snapshot_object_js(bytes: &[u8], full_at_ms: f64, has_policy: bool) -> Object;
+
+    #[wasm_bindgen(js_name = keyedSnapshotObject)]
+    fn keyed_snapshot_object_js(key: &JsValue, bytes: &[u8], full_at_ms: f64) -> Object;
+}
+
+pub(crate) fn status_object(status: &Status) -> Object {
+    status_object_js(status.remaining, status.limit, status.reset_in_ms)
+}
+
+pub(crate) fn decision_object(decision: &Decision) -> Object {
+    let status = &decision.status;
+    decision_object_js(
+        decision.allowed,
+        status.remaining,
+        status.limit,
+        status.reset_in_ms,
+        decision.retry_after_ms.unwrap_or(-1.0),
+        decision.window_ms,
+    )
+}
+
+pub(crate) fn all_decision_object(decision: &AllDecision) -> Object {
+    let results: Array = decision.results.iter().map(decision_object).collect();
+    let retry = decision.retry_after_ms.unwrap_or(-1.0);
+    all_decision_object_js(decision.allowed, retry, results)
+}
+
+pub(crate) fn options_object(options: &Options) -> Object {
+    options_object_js(options.max_tokens() as f64, options.refill_every_seconds())
+}
+
+/// `{ bytes, full_at_ms, has_policy }`.
+pub(crate) fn snapshot_object(snapshot: &StoredSnapshot) -> Object {
+    let full_at = full_at_ms(snapshot.full_at_nanos);
+    snapshot_object_js(&snapshot.bytes, full_at, snapshot.has_policy)
+}
+
+/// `{ key, bytes, full_at_ms }`.
+pub(crate) fn keyed_snapshot_object(key: &JsValue, snapshot: &StoredSnapshot) -> Object {
+    keyed_snapshot_object_js(key, &snapshot.bytes, full_at_ms(snapshot.full_at_nanos))
+}
+
+/// A moment in nanoseconds as whole milliseconds, rounded up and capped at 2^53 - 1 (a
+/// bucket that never refills is full "never").
+fn full_at_ms(nanos: u128) -> f64 {
+    let ms = nanos.div_ceil(1_000_000);
+    ms.min(MAX_SAFE_INTEGER as u128) as f64
+}

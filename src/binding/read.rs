@@ -1,0 +1,209 @@
+//! Reading the caller's JavaScript values into engine inputs. Each value is read once, and
+//! every read that a caller's value can make throw (a Proxy trap, a revoked Proxy, a
+//! getter) is caught: an exception must never unwind through the binding, which would skip
+//! its cleanup and leave the `RateLimiter` borrowed (every later call would then fail).
+
+use js_sys::{Array, Object, Reflect};
+use wasm_bindgen::prelude::*;
+
+use super::errors::JsSpelling;
+use super::key::encode_key;
+use crate::engine::{decimal, join, Cost, Error, OptionsPatch, Spelling};
+
+#[wasm_bindgen]
+extern "C" {
+    #[wasm_bindgen(catch, js_namespace = Object, js_name = keys)]
+    fn own_keys(object: &JsValue) -> Result<Array, JsValue>;
+
+    #[wasm_bindgen(catch, js_namespace = Array, js_name = isArray)]
+    fn is_array(value: &JsValue) -> Result<bool, JsValue>;
+}
+
+/// One request of a `limitAll` call, read and validated.
+pub(crate) struct OwnedRequest {
+    pub key: Vec<u8>,
+    pub cost: Cost,
+    pub policy: Option<OptionsPatch>,
+}
+
+/// `undefined` means the default cost, 1.
+pub(crate) fn read_cost(cost: &JsValue, field: &str) -> Result<Cost, Error> {
+    if cost.is_undefined() {
+        return Ok(Cost::ONE);
+    }
+    read_number(cost, field).and_then(|c| Cost::new(c).map_err(|e| rename(e, field)))
+}
+
+/// Puts the caller's name for the cost (e.g. `requests[1].cost`) into an engine error.
+fn rename(error: Error, field: &str) -> Error {
+    match error {
+        Error::OutOfRange { expected, got, .. } => Error::OutOfRange {
+            field: field.into(),
+            expected,
+            got,
+        },
+        other => other,
+    }
+}
+
+fn read_number(value: &JsValue, field: &str) -> Result<f64, Error> {
+    value.as_f64().ok_or_else(|| Error::WrongType {
+        field: field.into(),
+        expected: "a number",
+        got: describe(value),
+    })
+}
+
+fn unreadable(field: &str) -> Error {
+    Error::WrongType {
+        field: field.into(),
+        expected: "a readable value",
+        got: "a property that throws when read".into(),
+    }
+}
+
+/// Checks that `value` is a plain object whose own fields are all in `known`.
+fn read_object<'v>(
+    value: &'v JsValue,
+    name: &str,
+    known: &[&str],
+    known_text: &'static str,
+) -> Result<&'v Object, Error> {
+    let unlistable = || Error::WrongType {
+        field: name.into(),
+        expected: "an object whose fields can be listed",
+        got: "an object that throws when they are".into(),
+    };
+    if !value.is_object() || is_array(value).map_err(|_| unlistable())? {
+        return Err(Error::WrongType {
+            field: name.into(),
+            expected: "an object",
+            got: describe(value),
+        });
+    }
+    for field in own_keys(value).map_err(|_| unlistable())?.iter() {
+        let field = field.as_string().unwrap_or_default();
+        if !known.contains(&field.as_str()) {
+            return Err(Error::UnknownField {
+                object: name.into(),
+                name: field,
+                known: known_text,
+            });
+        }
+    }
+    Ok(value.unchecked_ref())
+}
+
+/// Reads one field, named `path` in messages; absent or `undefined` is `None`.
+fn read_field(object: &Object, name: &str, path: &str) -> Result<Option<JsValue>, Error> {
+    let value = Reflect::get(object, &JsValue::from_str(name)).map_err(|_| unreadable(path))?;
+    Ok((!value.is_undefined()).then_some(value))
+}
+
+/// Reads an options object into a patch. `name` names the object in messages; its fields
+/// are named plainly (`max_tokens`) for setOptions, or after it (`policy.max_tokens`) when
+/// `nested`. Range checks are the engine's.
+pub(crate) fn read_options(
+    options: &JsValue,
+    name: &str,
+    nested: bool,
+) -> Result<OptionsPatch, Error> {
+    const FIELDS: [&str; 2] = ["max_tokens", "refill_every_seconds"];
+    let object = read_object(
+        options,
+        name,
+        &FIELDS,
+        "max_tokens and refill_every_seconds",
+    )?;
+    let number = |field: &str| -> Result<Option<f64>, Error> {
+        let path = if nested {
+            join(&[name, ".", field])
+        } else {
+            field.to_string()
+        };
+        read_field(object, field, &path)?
+            .map(|v| read_number(&v, &path))
+            .transpose()
+    };
+    Ok(OptionsPatch {
+        max_tokens: number(FIELDS[0])?,
+        refill_every_seconds: number(FIELDS[1])?,
+    })
+}
+
+/// A `limit()` policy named `name`; `undefined` means none.
+pub(crate) fn read_policy(policy: &JsValue, name: &str) -> Result<Option<OptionsPatch>, Error> {
+    if policy.is_undefined() {
+        return Ok(None);
+    }
+    read_options(policy, name, true).map(Some)
+}
+
+/// The requests of a `limitAll` call.
+pub(crate) fn read_requests(requests: &JsValue) -> Result<Vec<OwnedRequest>, Error> {
+    const FIELDS: [&str; 3] = ["key", "cost", "policy"];
+    if !is_array(requests).map_err(|_| unreadable("requests"))? {
+        return Err(Error::WrongType {
+            field: "requests".into(),
+            expected: "an array",
+            got: describe(requests),
+        });
+    }
+    // Read through Reflect (which catches): the list may be a Proxy or have getters.
+    let length = Reflect::get(requests, &JsValue::from_str("length"))
+        .map_err(|_| unreadable("requests.length"))?
+        .as_f64()
+        .unwrap_or(0.0) as u32;
+    let mut out = Vec::new();
+    for i in 0..length {
+        let path = join(&["requests[", &decimal(i as usize), "]"]);
+        let request = Reflect::get_u32(requests, i).map_err(|_| unreadable(&path))?;
+        let object = read_object(&request, &path, &FIELDS, "key, cost and policy")?;
+        let field = |name: &str| -> Result<(JsValue, String), Error> {
+            let field_path = join(&[&path, ".", name]);
+            let value = read_field(object, name, &field_path)?.unwrap_or(JsValue::UNDEFINED);
+            Ok((value, field_path))
+        };
+        let mut key = Vec::new();
+        let (value, key_path) = field("key")?;
+        encode_key(&value, &key_path, &mut key)?;
+        let (value, cost_path) = field("cost")?;
+        let cost = read_cost(&value, &cost_path)?;
+        let (value, policy_path) = field("policy")?;
+        let policy = read_policy(&value, &policy_path)?;
+        out.push(OwnedRequest { key, cost, policy });
+    }
+    Ok(out)
+}
+
+/// A short description of a value for error messages, e.g. `string "10"` or `null`.
+pub(crate) fn describe(value: &JsValue) -> String {
+    const SHOWN_CHARS: usize = 40;
+    if let Some(text) = value.as_string() {
+        let shown: String = text.chars().take(SHOWN_CHARS).collect();
+        let more = if shown.len() < text.len() { "…" } else { "" };
+        return join(&["string ", &JsSpelling.quoted(&shown), more]);
+    }
+    if let Some(x) = value.as_f64() {
+        return join(&["number ", &JsSpelling.number(x)]);
+    }
+    if let Some(b) = value.as_bool() {
+        return join(&["boolean ", if b { "true" } else { "false" }]);
+    }
+    if value.is_null() {
+        "null".into()
+    } else if value.is_undefined() {
+        "undefined".into()
+    } else if let Some(big) = value.dyn_ref::<js_sys::BigInt>() {
+        let digits = big.to_string(10).map(String::from).unwrap_or_default();
+        join(&["bigint ", &digits, "n"])
+    } else if value.is_symbol() {
+        "a symbol".into()
+    } else if value.is_function() {
+        "a function".into()
+    } else if is_array(value).unwrap_or(false) {
+        "an array".into()
+    } else {
+        "an object".into()
+    }
+}

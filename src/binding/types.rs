@@ -1,0 +1,79 @@
+//! The TypeScript types of the binding. tsify writes them, doc comments included, into the
+//! generated `.d.ts`; values are read and built by hand (`read.rs`, `objects.rs`), so these
+//! structs carry no serde derives.
+
+use tsify::Tsify;
+
+/// Options of a rate limiter. Every field is optional: an omitted field keeps its value.
+#[derive(Tsify)]
+pub struct RateLimiterOptions {
+    /// Bucket capacity: the most tokens a key can hold, and so the largest burst.
+    /// A whole number from 1 to 2^53 - 1. Default: 10.
+    #[tsify(optional, type = "number | undefined")]
+    pub max_tokens: Option<f64>,
+    /// Seconds between two refilled tokens: a finite number > 0, fractions allowed
+    /// (0.25 refills four tokens a second). Default: 10.
+    #[tsify(optional, type = "number | undefined")]
+    pub refill_every_seconds: Option<f64>,
+}
+
+/// The state of one key's bucket, as `getStatus` reports it. Consumes nothing.
+#[derive(Tsify)]
+pub struct RateLimiterStatus {
+    /// Tokens available now (after refilling); fractional after fractional costs.
+    pub remaining: f64,
+    /// The bucket capacity (`max_tokens`).
+    pub limit: f64,
+    /// 0 when the bucket is full, else milliseconds until the next token is added,
+    /// a whole number rounded up: a client that waits this long is never early.
+    pub reset_in_ms: f64,
+}
+
+/// What `limit` decided for one key, and the state of its bucket after the call.
+#[derive(Tsify)]
+pub struct RateLimitDecision {
+    /// Whether the call consumed its cost.
+    pub allowed: bool,
+    /// Tokens available after this call (after refilling).
+    pub remaining: f64,
+    /// The bucket capacity (`max_tokens`) this call used.
+    pub limit: f64,
+    /// 0 when the bucket is full, else milliseconds until the next token, rounded up.
+    pub reset_in_ms: f64,
+    /// 0 when allowed. When denied: whole milliseconds, rounded up, after which the same
+    /// call succeeds if nothing else consumes; `null` when no wait can help (cost above
+    /// capacity).
+    #[tsify(type = "number | null")]
+    pub retry_after_ms: Option<f64>,
+    /// Milliseconds an empty bucket takes to refill completely (`max_tokens` intervals),
+    /// rounded up: the window of the policy, as the IETF RateLimit-Policy `w` reports it.
+    pub window_ms: f64,
+}
+
+/// One limit of a `limitAll` call.
+#[derive(Tsify)]
+pub struct RateLimitRequest {
+    /// The bucket's key; each key may appear once per call.
+    pub key: String,
+    /// Tokens to take, a finite number >= 0. Default: 1.
+    #[tsify(optional, type = "number | undefined")]
+    pub cost: Option<f64>,
+    /// Options for this key, remembered by its bucket; missing fields come from the
+    /// instance options. Default: the key's remembered policy, else the instance options.
+    #[tsify(optional, type = "RateLimiterOptions | undefined")]
+    pub policy: Option<RateLimiterOptions>,
+}
+
+/// What `limitAll` decided: every bucket consumed, or none did.
+#[derive(Tsify)]
+pub struct RateLimitAllDecision {
+    /// Whether every request consumed its cost (if false, none did).
+    pub allowed: bool,
+    /// 0 when allowed, else the largest wait among the results; `null` when some request
+    /// can never pass (cost above its capacity).
+    #[tsify(type = "number | null")]
+    pub retry_after_ms: Option<f64>,
+    /// One decision per request, in order. When denied, `allowed` tells whether that limit
+    /// had room, and nothing was consumed.
+    pub results: Vec<RateLimitDecision>,
+}
