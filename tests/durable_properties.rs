@@ -2,8 +2,8 @@
 //! Property tests of saving and restoring buckets (the durable class): a limiter whose
 //! memory is thrown away at random moments, and rebuilt lazily from what it saved, answers
 //! every call exactly as a limiter that was never evicted. The glue here follows the
-//! protocol of js/server.js (DurableRateLimiterServer): load a key's saved bucket when memory
-//! does not hold it, save a key after every call that changes it, drop saved buckets that
+//! protocol of js/durable.js (DurableRateLimiterServer): load a key's snapshot when memory
+//! does not hold it, save a key after every call that changes it, drop snapshots that
 //! are full, and around an options change restore everything and save it all again.
 
 use std::collections::HashMap;
@@ -43,7 +43,7 @@ enum Op {
     },
     /// The Durable Object is evicted: memory is gone, storage stays.
     Evict,
-    /// The storage drops the saved buckets that are full by now.
+    /// The storage drops the snapshots of buckets that are full by now.
     DropFull,
 }
 
@@ -92,7 +92,7 @@ struct Durable {
     limiter: Limiter,
     rows: HashMap<Vec<u8>, Row>,
     saved_options: Option<OptionsPatch>,
-    /// Every saved bucket is in memory (after an options change restored them all).
+    /// Every snapshot is in memory (after an options change restored them all).
     complete: bool,
     seed: u64,
 }

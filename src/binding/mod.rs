@@ -101,10 +101,10 @@ impl RateLimiter {
         #[wasm_bindgen(unchecked_param_type = "string")] key: &JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "number")] cost: &JsValue,
     ) -> Result<bool, JsValue> {
-        let cost = read_cost(cost, "cost")?;
-        encode_key(key, "key", &mut self.key)?;
-        let now = Instant::from_millis(now_ms);
-        Ok(self.engine.check(&self.key, cost, now))
+        let cost = self.read_key_and_cost(key, cost)?;
+        Ok(self
+            .engine
+            .check(&self.key, cost, Instant::from_millis(now_ms)))
     }
 
     /// Takes `cost` tokens (default 1) if the bucket holds that many; else changes nothing.
@@ -114,10 +114,10 @@ impl RateLimiter {
         #[wasm_bindgen(unchecked_param_type = "string")] key: &JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "number")] cost: &JsValue,
     ) -> Result<bool, JsValue> {
-        let cost = read_cost(cost, "cost")?;
-        encode_key(key, "key", &mut self.key)?;
-        let now = Instant::from_millis(now_ms);
-        Ok(self.engine.consume(&self.key, cost, now))
+        let cost = self.read_key_and_cost(key, cost)?;
+        Ok(self
+            .engine
+            .consume(&self.key, cost, Instant::from_millis(now_ms)))
     }
 
     /// `check` for a well-formed string key and a number cost: the shim's fast path.
@@ -181,8 +181,7 @@ impl RateLimiter {
         #[wasm_bindgen(unchecked_optional_param_type = "number")] cost: &JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "RateLimiterOptions")] policy: &JsValue,
     ) -> Result<Ts<RateLimitDecision>, JsValue> {
-        let cost = read_cost(cost, "cost")?;
-        encode_key(key, "key", &mut self.key)?;
+        let cost = self.read_key_and_cost(key, cost)?;
         let policy = read_policy(policy, "policy")?;
         let key = std::mem::take(&mut self.key);
         let decision = self.decide(&key, cost, policy, now_ms);
@@ -254,6 +253,14 @@ impl RateLimiter {
 }
 
 impl RateLimiter {
+    /// Reads the cost, then the key into `self.key` (in that order: a bad cost is reported
+    /// before a bad key).
+    fn read_key_and_cost(&mut self, key: &JsValue, cost: &JsValue) -> Result<Cost, JsValue> {
+        let cost = read_cost(cost, "cost")?;
+        encode_key(key, "key", &mut self.key)?;
+        Ok(cost)
+    }
+
     fn decide(
         &mut self,
         key: &[u8],

@@ -35,7 +35,7 @@ const call = (server: DurableRateLimiterServer, [method, ...args]: Step): unknow
   return target[method]!(...args);
 };
 
-// Every kind of state: instance options, default buckets, per-key policies that outlive
+// Every kind of state: instance options, buckets without a policy, per-key policies that outlive
 // option changes, limitAll, reset, distinct keys that differ only in ways encodings lose,
 // and options changes both ways between reads.
 const SCRIPT: Step[] = [
