@@ -1,7 +1,7 @@
-// Key churn (issue 5): 2,000,000 distinct keys streamed through one limiter instance, each
-// used once; with fake time about 100,000 buckets are not yet full at any moment. Reports the
-// peak number of stored buckets and the peak wasm memory: both must follow the live buckets,
-// not the 2M keys seen. Then a HashDoS check: ns per consume on adversarially patterned keys
+// Goal "key churn" (bench/README.md): 2,000,000 distinct keys streamed through one limiter
+// instance, each used once; with fake time about 100,000 buckets are not yet full at any
+// moment. Reports the peak number of stored buckets and the peak wasm memory: both must follow
+// the live buckets, not the 2M keys seen. Then a hash-flooding (HashDoS) check: ns per consume on adversarially patterned keys
 // (long shared prefixes, sequential numbers) beside random keys, same instance kind, same run.
 import { RateLimiterServer } from '@delightstack/rate-limiter';
 import { initSync, RateLimiter } from '../node_modules/@delightstack/rate-limiter/rate_limiter.js';

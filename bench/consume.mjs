@@ -1,7 +1,8 @@
-// Goal #2: ns per consume() through the JS shim in Node at 1 / 10k / 1M live keys, beside a
-// plain-JS Map implementation of the same algorithm and the floor (a wasm export that only
-// receives the key string), all measured in this run. Also limit() at 10k keys, and
-// consume() at 10k keys with a key string built per call. Run: node --expose-gc bench/consume.mjs
+// Goal "shim speed" (bench/README.md): ns per consume() through the JS shim in Node at 1 / 10k
+// / 1M live keys, beside a plain-JS Map implementation of the same algorithm and the floor (a
+// wasm export that only receives the key string), all measured in this run. Also limit() at
+// 10k keys, and consume() at 10k keys with a key string built per call.
+// Run: node --expose-gc bench/consume.mjs (after scripts/build.sh and scripts/build.sh --bench-floor)
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -18,15 +19,17 @@ const WARMUP = 200_000;
 // Never fills up nor runs dry during the run: every call consumes and every key stays live.
 const OPTIONS = { max_tokens: 1e15, refill_every_seconds: 3600 };
 
-// The floor: built by scripts/bench.sh with `--features bench-floor`, wasm-opt'd like the package.
-const floorJs = join(ROOT, 'target', 'wasm-bench', 'floor.js');
+// The floor: `scripts/build.sh --bench-floor` (run by scripts/bench.sh) builds the same crate
+// with `--features bench-floor` into target/pkg-bench-floor, wasm-opt'd like the package.
+const FLOOR = join(ROOT, 'target', 'pkg-bench-floor');
+const floorJs = join(FLOOR, 'rate_limiter.js');
 let receiveKey = null;
 if (existsSync(floorJs)) {
   const floor = await import(pathToFileURL(floorJs).href);
-  floor.initSync({ module: readFileSync(join(ROOT, 'target', 'wasm-bench', 'floor_bg.wasm')) });
+  floor.initSync({ module: readFileSync(join(FLOOR, 'rate_limiter_bg.wasm')) });
   receiveKey = floor.receiveKey;
 } else {
-  console.warn(`floor not built (${floorJs} missing): run scripts/bench.sh; floor column left empty`);
+  console.warn(`floor not built (${floorJs} missing): run scripts/build.sh --bench-floor; floor column left empty`);
 }
 
 // One loop per implementation, so that each call site stays monomorphic.
@@ -112,7 +115,7 @@ function sequence(n, calls) {
   return seq;
 }
 
-/** ns per `Date.now()`: every consume() reads the clock once (SPEC), the floor does not. */
+/** ns per `Date.now()`: every consume() reads the clock once, the floor does not. */
 function runClock(calls) {
   let sum = 0;
   const start = process.hrtime.bigint();
@@ -223,7 +226,7 @@ const result = {
 };
 writeResult('consume', result);
 
-console.log(`\nGoal #2 — consume() on a live key, ns/call (median of ${ROUNDS} interleaved rounds of ${fmt(CALLS)} calls, Node ${process.version})\n`);
+console.log(`\nGoal "shim speed" — consume() on a live key, ns/call (median of ${ROUNDS} interleaved rounds of ${fmt(CALLS)} calls, Node ${process.version})\n`);
 const line = (label, r) => [
   label, r.shim_ns.toFixed(1), r.plain_ns.toFixed(1), r.floor_ns === null ? '—' : r.floor_ns.toFixed(1),
   fmtRatio(ratio(r.shim_ns, r.plain_ns)), fmtRatio(ratio(r.shim_ns, r.floor_ns)),

@@ -1,5 +1,5 @@
-// Goal #4: the worst single call at 1M live keys, sweep included. Every call is timed on its
-// own with process.hrtime.bigint(). Time is fake: `Date.now` is replaced by a clock this
+// Goal "tail latency" (bench/README.md): the worst single call at 1M live keys, sweep included.
+// Every call is timed on its own with process.hrtime.bigint(). Time is fake: `Date.now` is replaced by a clock this
 // script advances, so that buckets refill to full (and get swept) within seconds of real time.
 //
 // Workload: max_tokens 2, one token per R = 100 000 fake ms; A = 10 new keys per fake ms, so
@@ -233,7 +233,7 @@ writeResult('latency', result);
 
 const us = (ns) => `${fmt(ns / 1000, 1)} µs`;
 const split = (c) => `${c.total} (wasm memory grew: ${c.wasm_grew}; V8 GC: ${c.gc}; preempted: ${c.preempted}; engine's: ${c.engine})`;
-console.log(`\nGoal #4 — single-call latency at ${fmt(N)} live keys, sweep included (every call timed; timer overhead ≈ ${fmt(timerOverheadNs)} ns, included)\n`);
+console.log(`\nGoal "tail latency" — single-call latency at ${fmt(N)} live keys, sweep included (every call timed; timer overhead ≈ ${fmt(timerOverheadNs)} ns, included)\n`);
 console.log(`Workload (fake time: Date.now replaced by a clock the bench advances): ${result.workload}.\n`);
 printTable(
   ['phase', 'calls', 'median', 'p99', 'p99.9', 'max', 'calls > 1 ms'],

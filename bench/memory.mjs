@@ -1,6 +1,7 @@
-// Goal #3: bytes per live bucket at 1M keys. `node --expose-gc bench/memory.mjs` spawns one
-// fresh process per measurement (wasm linear memory grows in 64 KiB pages and never shrinks,
-// so a process that already held buckets would hide growth):
+// Goal "memory per bucket" (bench/README.md): bytes per live bucket at 1M keys.
+// `node --expose-gc bench/memory.mjs` spawns one fresh process per measurement (wasm linear
+// memory grows in 64 KiB pages and never shrinks, so a process that already held buckets would
+// hide growth):
 //   memory.mjs ours  — wasm linear memory growth of one fresh RateLimiterServer over 1M keys
 //   memory.mjs plain — V8 heap growth (heapUsed after full GCs) of the plain-JS Map limiter
 //   memory.mjs ours-objects / plain-objects — the same for 1,000 limiters holding one key
@@ -120,7 +121,7 @@ if (which in MEASURE) {
     ours_bytes_per_object: oursObjects.bytes / OBJECTS,
     plain_bytes_per_object: plainObjects.bytes / OBJECTS,
   });
-  console.log(`\nGoal #3 — memory for ${fmt(KEYS)} live keys (one fresh process each)\n`);
+  console.log(`\nGoal "memory per bucket" — memory for ${fmt(KEYS)} live keys (one fresh process each)\n`);
   printTable(
     ['', 'bytes/bucket', `total for ${fmt(KEYS)} keys`],
     [

@@ -1,4 +1,4 @@
-//! Goal #1 of the performance issue: nanoseconds per `consume` on an EXISTING key with
+//! The "native speed" goal (bench/README.md): nanoseconds per `consume` on an EXISTING key with
 //! 1 / 10 000 / 1 000 000 live keys, for our `Limiter` and, as the baseline in the same run,
 //! `governor`'s keyed limiter (DashMap store, `FakeRelativeClock`) on the same keys.
 //!
@@ -36,9 +36,8 @@
 //! ENGINE_BENCH_GROWTH from_keys=1 to_keys=1000000 ours=… governor=…
 //! ```
 //!
-//! Note: the `bench` profile inherits `[profile.release]` (opt-level "z", LTO), so both
-//! crates are measured as size-optimised code, like the shipped wasm. Set
-//! `CARGO_PROFILE_BENCH_OPT_LEVEL=3` in the environment to measure speed-optimised code.
+//! Note: the `bench` profile inherits `[profile.release]` (opt-level 3, LTO), so both
+//! crates are optimised as the shipped wasm is.
 
 use std::hash::{BuildHasher, Hasher};
 use std::hint::black_box;

@@ -1,17 +1,24 @@
 #!/usr/bin/env bash
 # Benchmarks (not tests: they assert nothing and CI does not run them). `npm run bench`.
+# bench/README.md says what each one measures, its baseline and its goal.
 #   1. builds the package if missing or older than its sources (scripts/build.sh)
-#   2. builds the floor wasm (`--features bench-floor`, its own cargo target dir, wasm-opt'd)
-#   3. cargo bench --bench engine            -> bench/out/engine.log        (goal #1)
+#   2. builds the floor of "shim speed" (scripts/build.sh --bench-floor -> target/pkg-bench-floor)
+#   3. cargo bench --bench engine       -> bench/out/engine.log            (native speed)
 #   4. Node benches (node --expose-gc):
-#        bench/consume.mjs -> consume.json (#2)   bench/memory.mjs  -> memory.json  (#3)
-#        bench/latency.mjs -> latency.json (#4)   bench/size.mjs    -> size.json    (#6)
-#   5. bench/e2e/run.sh, if present           -> bench/out/e2e.log, e2e.json (#5)
-#      bench/e2e/wake.mjs (wake-up of the durable class) -> bench/out/wake.log, wake.json
-#   6. node bench/report.mjs                  -> bench/RESULTS.md, bench/keys.svg
+#        bench/consume.mjs -> consume.json (shim speed)
+#        bench/memory.mjs  -> memory.json  (memory per bucket)
+#        bench/latency.mjs -> latency.json (tail latency)
+#        bench/size.mjs    -> size.json    (size)
+#        bench/churn.mjs   -> churn.json   (key churn)
+#   5. in workerd, if bench/e2e/run.mjs is present:
+#        bench/e2e/run.mjs -> bench/out/e2e.log, e2e.json (end-to-end throughput, durable overhead)
+#        bench/workerd-loop/run.mjs -> bench/out/workerd-loop.log (per call inside workerd)
+#        bench/e2e/wake.mjs -> bench/out/wake.log, wake.json (wake-up cost)
+#   6. node bench/report.mjs            -> bench/RESULTS.md, bench/keys.svg
 # A part that fails does not stop the others; the report says so and the script exits 1.
-# Environment: BENCH_SKIP="engine e2e" skips parts (engine, floor, consume, memory, latency,
-# size, e2e, wake); BENCH_NO_BUILD=1 never rebuilds the package (only builds it when missing).
+# Environment: BENCH_SKIP="engine e2e" skips parts (floor, engine, consume, memory, latency,
+# size, churn, e2e, workerd-loop, wake); BENCH_NO_BUILD=1 never rebuilds the package (only
+# builds it when missing); ROUNDS=3 DURATION=6 for bench/e2e/run.mjs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/node_modules/.bin:$HOME/.cargo/bin:$PATH"
@@ -73,17 +80,10 @@ elif [ -z "${BENCH_NO_BUILD:-}" ] &&
   fi
 fi
 
-# 2. The floor of goal #2: same crate with an export that only receives a key string. Own
-#    target dir, so that it never races with (or leaks into) the package build.
-floor() {
-  CARGO_TARGET_DIR=target/bench-floor-cargo wasm-pack --log-level warn build --target web --release \
-    --out-dir target/wasm-bench --out-name floor --no-pack -- --features bench-floor
-  # The same wasm-opt pass as the package (scripts/build.sh).
-  wasm-opt -O3 --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
-    --enable-mutable-globals --enable-reference-types --enable-multivalue \
-    target/wasm-bench/floor_bg.wasm -o target/wasm-bench/floor_bg.wasm
-}
-part floor "$OUT/floor-build.log" floor
+# 2. The floor of "shim speed": the same crate with an export that only receives a key string
+#    (cargo feature bench-floor), built and wasm-opt'd like the package, in its own cargo
+#    target dir (see scripts/build.sh).
+part floor "$OUT/floor-build.log" bash scripts/build.sh --bench-floor
 
 # 3. Native engine vs governor (criterion), if the bench exists.
 if [ -f benches/engine.rs ]; then
@@ -100,13 +100,13 @@ part size "$OUT/size.log" node --expose-gc bench/size.mjs
 part churn "$OUT/churn.log" node bench/churn.mjs
 
 # 5. End to end in workerd, if present.
-if [ -f bench/e2e/run.sh ]; then
+if [ -f bench/e2e/run.mjs ]; then
   # Three interleaved rounds (medians): single runs on a 2-core machine swing by ±10%.
-  part e2e "$OUT/e2e.log" env ROUNDS="${ROUNDS:-3}" DURATION="${DURATION:-6}" bash bench/e2e/run.sh
+  part e2e "$OUT/e2e.log" env ROUNDS="${ROUNDS:-3}" DURATION="${DURATION:-6}" node bench/e2e/run.mjs
   part workerd-loop "$OUT/workerd-loop.log" node bench/workerd-loop/run.mjs
   part wake "$OUT/wake.log" node bench/e2e/wake.mjs
 else
-  record e2e skipped 0 "bench/e2e/run.sh not present"
+  record e2e skipped 0 "bench/e2e/run.mjs not present"
 fi
 
 # 6. The report.

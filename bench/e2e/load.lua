@@ -1,4 +1,4 @@
--- wrk script of bench/e2e/run.sh. Each request names the next simulated client (`?c=<n>`,
+-- wrk script of bench/e2e/run.mjs. Each request names the next simulated client (`?c=<n>`,
 -- n cycling over E2E_CLIENTS) and the run tag (`&t=E2E_TAG`) on the variant's path
 -- (E2E_VARIANT); done() prints one
 -- machine-readable line with the exact latency percentiles in microseconds.

@@ -1,4 +1,4 @@
-// Fallback load generator of bench/e2e/run.sh, used when wrk is unavailable (or LOADGEN=node):
+// Fallback load generator of bench/e2e/run.mjs, used when wrk is unavailable (or LOADGEN=node):
 // a fixed number of keep-alive connections, each sending its next request as soon as the
 // previous answer arrives, for a fixed time. Prints the same LOAD_RESULT line as load.lua.
 // Usage: node load.mjs <base-url> <variant> <clients> <concurrency> <seconds> <tag>

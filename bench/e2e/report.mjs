@@ -1,6 +1,6 @@
-// Report of bench/e2e/run.sh: reads the per-round results (TSV), prints one E2E line per
-// variant, the goal ratios of issue 4 #5 and the durable / in-memory ratios of issue 6, and
-// writes the JSON file.
+// Report of bench/e2e/run.mjs: reads the per-round results (TSV), prints one E2E line per
+// variant, the ratios of the goals "end-to-end throughput" and "durable overhead" (durable /
+// in-memory; bench/README.md defines both), and writes the JSON file.
 // Usage: node report.mjs <results.tsv> <out.json>  (metadata in E2E_* environment variables)
 import { readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -59,7 +59,7 @@ const ratios = {
     by.limit && by['three-call'] && by.none
       ? ratio(by.limit.p50_ms - by.none.p50_ms, by['three-call'].p50_ms - by.none.p50_ms)
       : null,
-  // issue 6: DurableRateLimiterServer against RateLimiterServer, same call, same run
+  // durable overhead: DurableRateLimiterServer against RateLimiterServer, same call, same run
   durable_consume_over_consume_p50: ratio(by['durable-consume']?.p50_ms, by.consume?.p50_ms),
   durable_consume_over_consume_p99: ratio(by['durable-consume']?.p99_ms, by.consume?.p99_ms),
   durable_consume_over_consume_rps: ratio(by['durable-consume']?.rps, by.consume?.rps),

@@ -1,7 +1,8 @@
-// The Worker of the wake-up benchmark (bench/e2e/wake.mjs, issue 6 item 4). One Durable Object
-// per row count N (`wake-<N>`), whose SQLite storage holds N saved buckets. A "wake-up" is a
-// fresh DurableRateLimiterServer on the same ctx: empty memory, the storage still there (what
-// the runtime gives a Durable Object after an eviction, minus reopening the database).
+// The Worker of the wake-up benchmark (bench/e2e/wake.mjs, "wake-up cost" in bench/README.md).
+// One Durable Object per row count N (`wake-<N>`), whose SQLite storage holds N saved buckets.
+// A "wake-up" is a fresh DurableRateLimiterServer on the same ctx: empty memory, the storage
+// still there (what the runtime gives a Durable Object after an eviction, minus reopening the
+// database).
 // workerd's clock stands still during compute, so nothing is timed here: the driver times each
 // request from outside, and each request repeats its operation `reps` times.
 import { DurableObject } from 'cloudflare:workers';
@@ -25,7 +26,12 @@ export class WakeBench extends DurableObject {
     const server = new DurableRateLimiterServer(this.ctx, this.env);
     server.setOptions(POLICY);
     for (let i = from; i < to; i++) server.consume(keyOf(i), 1);
-    return new SqlBuckets(this.ctx.storage.sql).count();
+    return this.#rows();
+  }
+
+  /** The saved buckets: rows of the package's table (the package has no count of its own). */
+  #rows() {
+    return this.ctx.storage.sql.exec('SELECT count(*) AS n FROM rate_limiter_buckets').one().n;
   }
 
   /**
@@ -49,8 +55,8 @@ export class WakeBench extends DurableObject {
         const limiter = new RateLimiter(seed[0], seed[1]);
         const now = Date.now();
         limiter.setOptions(now, POLICY);
-        for (const [k, state] of new SqlBuckets(this.ctx.storage.sql).all()) {
-          limiter.restore(now, k, state);
+        for (const [k, bytes] of new SqlBuckets(this.ctx.storage.sql).snapshots()) {
+          limiter.restore(now, k, bytes);
           sink++;
         }
         sink += server.check(key(), 1) ? 1 : 0;

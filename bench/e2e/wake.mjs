@@ -1,6 +1,7 @@
-// node bench/e2e/wake.mjs: what a wake-up costs DurableRateLimiterServer (issue 6 item 4), in
-// workerd. For Durable Objects whose SQLite storage holds N saved buckets (N = 10, 1,000,
-// 100,000, and 0: the empty baseline), times from this process, per operation:
+// node bench/e2e/wake.mjs: what a wake-up costs DurableRateLimiterServer (benchmark "wake-up
+// cost" in bench/README.md: measured, no goal), in workerd. For Durable Objects whose SQLite
+// storage holds N saved buckets (N = 10, 1,000, 100,000, and 0: the empty baseline), times
+// from this process, per operation:
 //   first   a wake-up then check() of one key: the lazy load, one point SELECT (on N = 0 the
 //           SELECT finds no row: the baseline)
 //   full    the same after a full-table scan + restore of all N rows, as an eager wake-up
@@ -10,23 +11,19 @@
 // workerd's clock stands still during compute, so each request repeats its operation `reps`
 // times and is timed here; the cost of one operation is (median request − median no-op
 // request) / reps. Prints `WAKE …` lines, writes bench/out/wake.json.
-// Settings (environment): WAKE_SAMPLES=9 (timed requests per operation), TMPFS=/dev/shm
-// (where the SQLite files go; tmpfs keeps disk syncs out of the figures).
-import { execFileSync, spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, statfsSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+// Settings (environment): WAKE_SAMPLES=9 (timed requests per operation), WAKE_SIZES="10 1000
+// 100000" (the row counts N), TMPFS=/dev/shm (where the SQLite files go; tmpfs keeps disk syncs
+// out of the figures). workerd is started and stopped by tests/support/workerd.mjs.
+import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
+import { bundleWorker, makeTmpfsDir, ROOT, startWorkerd, workerdVersion, wranglerConfig, writeConfig } from '../../tests/support/workerd.mjs';
 
 const HERE = new URL('.', import.meta.url).pathname;
-const ROOT = join(HERE, '../..');
 const OUT = join(ROOT, 'bench', 'out');
-const WORKERD = join(ROOT, 'node_modules/@cloudflare/workerd-linux-64/bin/workerd');
-const WRANGLER = join(ROOT, 'node_modules/.bin/wrangler');
-const SIZES = [10, 1_000, 100_000];
+const SIZES = (process.env.WAKE_SIZES ?? '10 1000 100000').split(/[\s,]+/).filter(Boolean).map(Number);
 const SAMPLES = Number(process.env.WAKE_SAMPLES ?? 9);
 const TMPFS = process.env.TMPFS ?? '/dev/shm';
-const TMPFS_MAGIC = 0x01021994;
 
 const log = (...args) => console.error('[wake]', ...args);
 const median = (xs) => {
@@ -35,73 +32,35 @@ const median = (xs) => {
   return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 };
 
-// ---- bundle, config, workerd (stopped by PID on exit) ----
-const tmp = mkdtempSync(join(os.tmpdir(), 'rl-wake-'));
-let storageDir;
-try {
-  storageDir = statfsSync(TMPFS).type === TMPFS_MAGIC ? mkdtempSync(join(TMPFS, 'rl-wake-')) : null;
-} catch {
-  storageDir = null;
-}
-if (storageDir === null) {
-  storageDir = join(tmp, 'storage');
-  mkdirSync(storageDir);
-  log(`no tmpfs at ${TMPFS}: SQLite files on the disk (${storageDir})`);
-}
-let workerd;
-const cleanup = () => {
-  if (workerd && workerd.exitCode === null) workerd.kill('SIGTERM');
-  rmSync(tmp, { recursive: true, force: true });
-  rmSync(storageDir, { recursive: true, force: true });
-  rmSync(join(HERE, '.wrangler'), { recursive: true, force: true });
-};
-process.on('exit', cleanup);
-for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => process.exit(130));
-
+// ---- bundle, config, workerd (tests/support/workerd.mjs: stopped by PID, also at exit) ----
+const storage = makeTmpfsDir('rl-wake-', TMPFS);
+if (!storage.tmpfs) log(`no tmpfs at ${TMPFS}: SQLite files on the disk (${storage.dir})`);
 log('bundling bench/e2e/wake-worker.js with wrangler deploy --dry-run');
-execFileSync(WRANGLER, ['deploy', '--dry-run', '--config', join(HERE, 'wake.toml'), '--outdir', join(tmp, 'bundle')], {
-  stdio: ['ignore', 'ignore', 'inherit'],
-  env: { ...process.env, WRANGLER_SEND_METRICS: 'false' },
-});
-const port = await new Promise((resolve) => {
-  const s = createServer().listen(0, '127.0.0.1', () => {
-    const { port } = s.address();
-    s.close(() => resolve(port));
-  });
-});
-const modules = readdirSync(join(tmp, 'bundle'))
-  .filter((f) => f !== 'wake-worker.js' && /\.(wasm|m?js)$/.test(f))
-  .map((f) => `    (name = "${f}", ${f.endsWith('.wasm') ? 'wasm' : 'esModule'} = embed "bundle/${f}"),`);
-writeFileSync(
-  join(tmp, 'config.capnp'),
-  `using Workerd = import "/workerd/workerd.capnp";
-const config :Workerd.Config = (
-  v8Flags = [ "--expose-gc" ],
-  services = [ (name = "main", worker = .wake), (name = "storage", disk = (path = "${storageDir}", writable = true)) ],
-  sockets = [ (name = "http", address = "127.0.0.1:${port}", http = (), service = "main") ],
+const bundle = await bundleWorker(wranglerConfig(join(HERE, 'wake.toml')), { prefix: 'rl-wake-' });
+const workerd = await startWorkerd(
+  (port) =>
+    writeConfig(join(bundle.dir, 'config.capnp'), {
+      port,
+      v8Flags: ['--expose-gc'],
+      workers: [
+        {
+          name: 'main',
+          bundle,
+          // SQLite-backed, as new_sqlite_classes declares it; inMemory storage has no SQL API
+          durableObjects: [{ className: 'WakeBench', uniqueKey: 'rl-wake', sql: true }],
+          storage: { disk: storage.dir },
+          bindings: [{ name: 'WAKE', durableObject: 'WakeBench' }],
+        },
+      ],
+    }),
+  { ready: '/run?n=0&op=noop&reps=1' },
 );
-const wake :Workerd.Worker = (
-  compatibilityDate = "2026-04-01",
-  modules = [
-    (name = "wake-worker.js", esModule = embed "bundle/wake-worker.js"),
-${modules.join('\n')}
-  ],
-  # enableSql: SQLite-backed, as new_sqlite_classes declares it; inMemory storage has no SQL API
-  durableObjectNamespaces = [ (className = "WakeBench", uniqueKey = "rl-wake", enableSql = true) ],
-  durableObjectStorage = (localDisk = "storage"),
-  bindings = [ (name = "WAKE", durableObjectNamespace = "WakeBench") ],
-);
-`,
-);
-const workerdLog = [];
-workerd = spawn(WORKERD, ['serve', join(tmp, 'config.capnp')], { stdio: ['ignore', 'pipe', 'pipe'] });
-for (const s of [workerd.stdout, workerd.stderr]) s.on('data', (d) => workerdLog.push(String(d)));
-const base = `http://127.0.0.1:${port}`;
+const base = workerd.base;
 
 async function call(path) {
   const response = await fetch(base + path);
   const text = await response.text();
-  if (!response.ok) throw new Error(`${path}: ${response.status} ${text}\n${workerdLog.join('')}`);
+  if (!response.ok) throw new Error(`${path}: ${response.status} ${text}\n${workerd.log()}`);
   return JSON.parse(text);
 }
 // Before each timed request: a GC, and a turn of the event loop for the finalizers it queued.
@@ -113,17 +72,8 @@ async function timed(path, n) {
   return Number(process.hrtime.bigint() - start) / 1e6; // ms
 }
 
-for (let i = 0; ; i++) {
-  try {
-    await fetch(`${base}/run?n=0&op=noop&reps=1`);
-    break;
-  } catch (error) {
-    if (workerd.exitCode !== null || i === 200) throw new Error(`workerd did not come up:\n${workerdLog.join('')}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-const version = execFileSync(WORKERD, ['--version'], { encoding: 'utf8' }).trim();
-log(`${version} pid ${workerd.pid}, SQLite files in ${storageDir} (${statfsSync(storageDir).type === TMPFS_MAGIC ? 'tmpfs' : 'disk'})`);
+const version = await workerdVersion();
+log(`${version} pid ${workerd.pid}, SQLite files in ${storage.dir} (${storage.tmpfs ? 'tmpfs' : 'disk'})`);
 
 // ---- seed: N rows per DO, 10,000 per request ----
 for (const n of SIZES) {
@@ -156,7 +106,7 @@ for (let s = 0; s < SAMPLES; s++) {
   for (const reps of repsSet) noop.get(reps).push(await timed(`/run?n=0&op=noop&m=0&reps=${reps}`, 0));
   for (const p of plan) times.get(p).push(await timed(pathOf(p), p.n));
 }
-if (workerd.exitCode !== null) throw new Error(`workerd died:\n${workerdLog.join('')}`);
+if (workerd.child.exitCode !== null) throw new Error(`workerd died:\n${workerd.log()}`);
 const wasmMemory = Math.max(...(await Promise.all([0, ...SIZES].map((n) => call(`/gc?n=${n}`)))));
 
 // The no-op loop itself costs nothing measurable: all no-op requests form one baseline.
@@ -207,7 +157,7 @@ const report = {
   },
   params: {
     samples: SAMPLES,
-    storage: statfsSync(storageDir).type === TMPFS_MAGIC ? 'localDisk on tmpfs' : 'localDisk on disk',
+    storage: storage.tmpfs ? 'localDisk on tmpfs' : 'localDisk on disk',
     wasm_memory_mib: round(wasmMemory / 2 ** 20, 1),
     noop_request_ms: round(noopMs, 3),
     noop_request_ms_by_reps: Object.fromEntries([...noop].map(([reps, xs]) => [reps, round(median(xs), 3)])),
@@ -219,4 +169,4 @@ const report = {
 writeFileSync(join(OUT, 'wake.json'), JSON.stringify(report, null, 2) + '\n');
 log(`wasm memory at the end (its peak: it never shrinks): ${round(wasmMemory / 2 ** 20, 1)} MiB`);
 console.log(`WAKE wrote ${join(OUT, 'wake.json')}`);
-process.exit(0);
+await workerd.stop();

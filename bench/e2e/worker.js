@@ -1,4 +1,4 @@
-// The Worker of the end-to-end benchmark (bench/e2e/run.sh). One Worker, every variant on its
+// The Worker of the end-to-end benchmark (bench/e2e/run.mjs). One Worker, every variant on its
 // own path, so that all variants share the same bundle, isolate, request parsing and response:
 //   /none     answers without calling any Durable Object (the no-limiter baseline)
 //   /floor    one RPC to a DO whose method returns `true` at once (the floor)
@@ -8,10 +8,10 @@
 //   /limit    one RPC: RateLimiterServer.limit(key, 1, policy)
 //   /dconsume one RPC: DurableRateLimiterServer.consume(key, 1) (every allowed call writes a row)
 //   /dlimit   one RPC: DurableRateLimiterServer.limit(key, 1, policy)
-//   /dconsume-disk, /dlimit-disk  the same on DURABLE_DISK, whose storage run.sh puts on the disk
+//   /dconsume-disk, /dlimit-disk  the same on DURABLE_DISK, whose storage run.mjs puts on the disk
 // A request names its simulated client as `?c=<n>` and a run tag as `&t=<tag>`; the client's
 // key is `client-<n>` and its Durable Object is one of SHARDS per variant and tag
-// (`<variant>-<tag>-<n % SHARDS>`). Each round of run.sh (and its smoke check) uses its own tag,
+// (`<variant>-<tag>-<n % SHARDS>`). Each round of run.mjs (and its smoke check) uses its own tag,
 // so every measured DO is created in that round's warm-up and stays busy until it ends: workerd
 // evicts a DO left idle for a few seconds, and an evicted DO would come back with default
 // options (10 tokens) while the Worker still counts it as configured. A denied request answers

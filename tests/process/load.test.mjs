@@ -1,25 +1,17 @@
-// Issue 5: a LOAD_SECONDS (default 30) load from a second process over loopback against a real
-// workerd produces no error and an exact admitted count. 16 buckets over both classes, 4 Durable
-// Objects each; bucket i has max_tokens 100 + 37 i and refills one token a day, so during the
-// run every bucket admits exactly its max_tokens and denies the rest. Half the buckets take their
-// limit from setOptions on their DO (/consume), half from a limit() policy sent on every call.
-// Run: node --test tests/process/load.test.mjs   (LOAD_SECONDS=8 for a quick local run; much
-// shorter runs cannot exhaust the larger buckets, and the test says so)
+// Exact under load: a LOAD_SECONDS (default 30) load from a second process over loopback against
+// a real workerd produces no error and an exact admitted count. 16 buckets over both classes, 4
+// Durable Objects each; bucket i has max_tokens 100 + 37 i and refills one token a day, so
+// during the run every bucket admits exactly its max_tokens and denies the rest. Half the
+// buckets take their limit from setOptions on their DO (/consume), half from a limit() policy
+// sent on every call. Run: node --test tests/process/load.test.mjs   (LOAD_SECONDS=8 for a quick
+// local run; much shorter runs cannot exhaust the larger buckets, and the test says so)
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import {
-  bundleWorker,
-  exited,
-  get,
-  makeTempDir,
-  query,
-  removeTempDir,
-  startWorkerd,
-  stopProcess,
-  track,
-} from './workerd.mjs';
+import { get, query } from '../support/net.mjs';
+import { exited, makeTempDir, removeTempDir, stopProcess, track } from '../support/workerd.mjs';
+import { bundleWorker, startWorkerd } from './workerd.mjs';
 
 const SECONDS = Number(process.env.LOAD_SECONDS ?? 30);
 const CONNECTIONS = 32;
@@ -59,17 +51,17 @@ async function runLoad(base) {
 }
 
 describe(`load: ${SECONDS} s, ${CONNECTIONS} connections from a second process`, () => {
-  let dir;
+  let bundle;
   let disk;
   let workerd;
   let report;
   const statusAfter = new Map();
 
   before(async () => {
-    dir = await bundleWorker();
+    bundle = await bundleWorker();
     // localDisk, not inMemory: workerd's inMemory storage has no SQL API, which the durable class needs.
     disk = makeTempDir('rl-process-disk-');
-    workerd = await startWorkerd(dir, { disk });
+    workerd = await startWorkerd(bundle, { disk });
     for (const b of buckets.filter((b) => b.via === 'options')) {
       const res = await get(workerd.base, `/setup?${query({ class: b.cls, do: b.do, max: b.max, every: DAY })}`);
       assert.equal(res.status, 200, res.text);
@@ -92,7 +84,7 @@ describe(`load: ${SECONDS} s, ${CONNECTIONS} connections from a second process`,
       await workerd.stop();
       if (!alive) console.log(`workerd had exited during the run:\n${workerd.log()}`);
     }
-    if (dir) removeTempDir(dir);
+    if (bundle) removeTempDir(bundle.dir);
     if (disk) removeTempDir(disk);
   });
 

@@ -1,14 +1,16 @@
-// Issue 6: a real workerd process with localDisk storage is stopped and a new one started on
-// the same directory between two calls; DurableRateLimiterServer finds its buckets, options and
-// policies as they were. The clock is real: reset_in_ms must have moved by exactly the wall time
-// between the two readings (bounded by the request timestamps), never by a sleep. The in-memory
-// RateLimiterServer on the same restart comes back full, which is why the durable class exists.
-// Run: node --test tests/process/restart.test.mjs
+// Durable across restarts: a real workerd process with localDisk storage is stopped and a new
+// one started on the same directory between two calls; DurableRateLimiterServer finds its
+// buckets, options and policies as they were. The clock is real: reset_in_ms must have moved by
+// exactly the wall time between the two readings (bounded by the request timestamps), never by a
+// sleep. The in-memory RateLimiterServer on the same restart comes back full, which is why the
+// durable class exists. Run: node --test tests/process/restart.test.mjs
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { bundleWorker, get, makeTempDir, query, removeTempDir, startWorkerd } from './workerd.mjs';
+import { get, query } from '../support/net.mjs';
+import { makeTempDir, removeTempDir } from '../support/workerd.mjs';
+import { bundleWorker, startWorkerd } from './workerd.mjs';
 
-let dir;
+let bundle;
 let disk;
 let workerd;
 
@@ -28,7 +30,7 @@ async function restart(signal = 'SIGTERM') {
   const oldPid = workerd.pid;
   const { code, signal: by } = await workerd.stop(signal);
   assert.ok(code !== null || by !== null, 'workerd did not exit');
-  workerd = await startWorkerd(dir, { disk });
+  workerd = await startWorkerd(bundle, { disk });
   assert.notEqual(workerd.pid, oldPid);
 }
 
@@ -59,14 +61,14 @@ function assertSameBucket(what, before, after) {
 
 describe('restart: workerd stopped and started again on the same localDisk directory', () => {
   before(async () => {
-    dir = await bundleWorker();
+    bundle = await bundleWorker();
     disk = makeTempDir('rl-process-disk-');
-    workerd = await startWorkerd(dir, { disk });
+    workerd = await startWorkerd(bundle, { disk });
   });
 
   after(async () => {
     if (workerd) await workerd.stop();
-    if (dir) removeTempDir(dir);
+    if (bundle) removeTempDir(bundle.dir);
     if (disk) removeTempDir(disk);
   });
 
