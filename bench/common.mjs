@@ -4,6 +4,7 @@ import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { dirname, join } from 'node:path';
+import os from 'node:os';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 export const OUT = join(ROOT, 'bench', 'out');
@@ -111,4 +112,15 @@ export function printTable(header, rows) {
   const lines = [`| ${header.join(' | ')} |`, `|${header.map(() => '---').join('|')}|`];
   for (const row of rows) lines.push(`| ${row.join(' | ')} |`);
   console.log(lines.join('\n'));
+}
+
+/** The machine a result was measured on, as every results file records it. */
+export function machineInfo() {
+  return {
+    cpus: os.cpus().length,
+    cpu_model: os.cpus()[0]?.model ?? null,
+    os: `${os.type()} ${os.release()}`,
+    loadavg_1m_at_end: Math.round(os.loadavg()[0] * 100) / 100,
+    node: process.version,
+  };
 }

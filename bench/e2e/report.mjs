@@ -3,7 +3,7 @@
 // in-memory; bench/README.md defines both), and writes the JSON file.
 // Usage: node report.mjs <results.tsv> <out.json>  (metadata in E2E_* environment variables)
 import { readFileSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
+import { machineInfo } from '../common.mjs';
 
 const [tsv, outPath] = process.argv.slice(2);
 const FIELDS = ['round', 'variant', 'requests', 'duration_us', 'p50_us', 'p99_us', 'mean_us', 'max_us', 'errors', 'non2xx'];
@@ -109,11 +109,7 @@ const report = {
   benchmark: 'e2e-workerd',
   generated_at: new Date().toISOString(),
   machine: {
-    cpus: os.cpus().length,
-    cpu_model: os.cpus()[0]?.model ?? null,
-    os: `${os.type()} ${os.release()}`,
-    loadavg_1m_at_end: round(os.loadavg()[0], 2),
-    node: process.version,
+    ...machineInfo(),
     workerd: process.env.E2E_WORKERD ?? null,
     wrangler: process.env.E2E_WRANGLER ?? null,
     load_generator: process.env.E2E_LOADGEN ?? null,

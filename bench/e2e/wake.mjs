@@ -15,7 +15,7 @@
 // 100000" (the row counts N), TMPFS=/dev/shm (where the SQLite files go; tmpfs keeps disk syncs
 // out of the figures). workerd is started and stopped by tests/support/workerd.mjs.
 import { mkdirSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
+import { machineInfo } from '../common.mjs';
 import { join } from 'node:path';
 import { bundleWorker, makeTmpfsDir, ROOT, startWorkerd, workerdVersion, wranglerConfig, writeConfig } from '../../tests/support/workerd.mjs';
 
@@ -149,10 +149,7 @@ const report = {
   benchmark: 'wake-workerd',
   generated_at: new Date().toISOString(),
   machine: {
-    cpus: os.cpus().length,
-    cpu_model: os.cpus()[0]?.model ?? null,
-    loadavg_1m_at_end: round(os.loadavg()[0]),
-    node: process.version,
+    ...machineInfo(),
     workerd: version,
   },
   params: {

@@ -101,10 +101,7 @@ impl RateLimiter {
         #[wasm_bindgen(unchecked_param_type = "string")] key: &JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "number")] cost: &JsValue,
     ) -> Result<bool, JsValue> {
-        let cost = self.read_key_and_cost(key, cost)?;
-        Ok(self
-            .engine
-            .check(&self.key, cost, Instant::from_millis(now_ms)))
+        self.answer(now_ms, key, cost, Limiter::check)
     }
 
     /// Takes `cost` tokens (default 1) if the bucket holds that many; else changes nothing.
@@ -114,10 +111,7 @@ impl RateLimiter {
         #[wasm_bindgen(unchecked_param_type = "string")] key: &JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "number")] cost: &JsValue,
     ) -> Result<bool, JsValue> {
-        let cost = self.read_key_and_cost(key, cost)?;
-        Ok(self
-            .engine
-            .consume(&self.key, cost, Instant::from_millis(now_ms)))
+        self.answer(now_ms, key, cost, Limiter::consume)
     }
 
     /// `check` for a well-formed string key and a number cost: the shim's fast path.
@@ -259,6 +253,23 @@ impl RateLimiter {
         let cost = read_cost(cost, "cost")?;
         encode_key(key, "key", &mut self.key)?;
         Ok(cost)
+    }
+
+    /// `check` or `consume` (`call`) on the caller's key and cost.
+    fn answer(
+        &mut self,
+        now_ms: f64,
+        key: &JsValue,
+        cost: &JsValue,
+        call: fn(&mut Limiter, &[u8], Cost, Instant) -> bool,
+    ) -> Result<bool, JsValue> {
+        let cost = self.read_key_and_cost(key, cost)?;
+        Ok(call(
+            &mut self.engine,
+            &self.key,
+            cost,
+            Instant::from_millis(now_ms),
+        ))
     }
 
     fn decide(
