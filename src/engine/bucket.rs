@@ -42,7 +42,36 @@ pub struct Status {
 /// and move `last_refill` by exactly `k` intervals (sub-interval progress is kept); if that
 /// reaches capacity the bucket is full (`None`). A clock that went back adds nothing.
 pub fn refill(stored: Option<Bucket>, options: &Options, now: Instant) -> Option<Bucket> {
+    refill_leased(stored, 0, options, now)
+}
+
+/// [`refill`] for a bucket of which `leased` units are out on leases. Leased tokens count as
+/// still in the bucket: refill stops when the tokens in it and the leased ones together
+/// reach capacity, and a bucket stopped there banks no progress (like a full one), so its
+/// refill clock starts again at `now`. Such a bucket is never full (`None`) while leases are
+/// out: its units are the ones not leased.
+pub fn refill_leased(
+    stored: Option<Bucket>,
+    leased: u64,
+    options: &Options,
+    now: Instant,
+) -> Option<Bucket> {
     let bucket = stored?;
+    if leased > 0 {
+        let room = options.capacity_units().saturating_sub(leased);
+        let refilled = refill(Some(bucket), options, now);
+        return Some(match refilled {
+            Some(b) if b.units < room && bucket.units < room => b,
+            // At capacity with the leased tokens, now or at the last change: no progress.
+            _ => Bucket {
+                units: bucket
+                    .units
+                    .max(refilled.map_or(room, |b| b.units))
+                    .min(room),
+                last_refill: now,
+            },
+        });
+    }
     let elapsed = now.saturating_since(bucket.last_refill);
     if u128::from(elapsed) < options.interval_nanos() {
         // The common case of a busy key: no division needed.

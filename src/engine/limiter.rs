@@ -1,10 +1,11 @@
 //! The keyed limiter: instance options plus one lazy bucket, and maybe a policy, per key.
 
 use super::bucket::{
-    self, convert, full_at, refill, take, wait_for, wait_for_full, Bucket, Status,
+    self, convert, full_at, refill, refill_leased, take, wait_for, wait_for_full, Bucket, Status,
 };
 use super::error::{decimal, join, Error};
-use super::options::{Cost, Options, OptionsPatch};
+use super::lease::{Lease, Leases};
+use super::options::{Cost, Options, OptionsPatch, UNITS_PER_TOKEN};
 use super::snapshot::{KeyedSnapshot, Snapshot, StoredSnapshot};
 use super::store::Store;
 use super::time::{ceil_millis, Instant};
@@ -14,6 +15,24 @@ use super::time::{ceil_millis, Instant};
 pub struct Limiter {
     options: Options,
     store: Store,
+    leases: Leases,
+    /// Keys with leases after the last pass that dropped expired ones everywhere.
+    leased_keys_at_last_pass: usize,
+}
+
+/// A holder's report on a lease it took: how much of it it spent.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Settlement {
+    pub id: u64,
+    pub used: Cost,
+}
+
+/// What `limit_leased` reports: the decision for the call's own cost, and the lease granted
+/// for later requests, if any.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LeaseDecision {
+    pub decision: Decision,
+    pub lease: Option<Lease>,
 }
 
 /// What `limit` reports about one key.
@@ -58,6 +77,9 @@ struct View {
     /// The call brought no policy but the key had one: once its bucket is full again, the
     /// key is forgotten and the same call meets the instance options.
     remembered: bool,
+    /// Units out on live leases (under `options`), and when the last of them expires.
+    leased: u64,
+    last_expiry: Option<Instant>,
 }
 
 impl Limiter {
@@ -66,6 +88,8 @@ impl Limiter {
         Limiter {
             options: Options::default(),
             store: Store::new(seed),
+            leases: Leases::new(seed),
+            leased_keys_at_last_pass: 0,
         }
     }
 
@@ -85,7 +109,12 @@ impl Limiter {
         let unfills =
             new.max_tokens() > old.max_tokens() || new.interval_nanos() > old.interval_nanos();
         if unfills || new.unit() != old.unit() {
-            self.store.change_buckets_without_policy(|bucket| {
+            self.store.change_buckets_without_policy(|bucket, leased| {
+                if leased {
+                    // Never dropped while leases are out: it is not full, whatever it holds.
+                    let full = Bucket::from_parts(new.capacity_units(), bucket.last_refill());
+                    return Some(convert(Some(bucket), &old, &new).unwrap_or(full));
+                }
                 if unfills && refill(Some(bucket), &old, now).is_none() {
                     return None;
                 }
@@ -119,11 +148,12 @@ impl Limiter {
         bucket::status(view.current, &view.options, now)
     }
 
-    /// Forgets the bucket of `key`, and its policy: it is full at its next access.
+    /// Forgets the bucket of `key`, its policy and its leases: it is full at its next access.
     pub fn reset(&mut self, key: &[u8]) {
         if let Some(at) = self.store.position(key) {
             self.store.remove(at);
         }
+        self.leases.forget(key);
     }
 
     /// Applies `policy` to the key, consumes like `consume` and reports the outcome. The
@@ -136,16 +166,109 @@ impl Limiter {
         policy: Option<OptionsPatch>,
         now: Instant,
     ) -> Result<Decision, Error> {
+        self.limit_leased(key, cost, policy, None, Cost::ZERO, now)
+            .map(|d| d.decision)
+    }
+
+    /// `limit` for a holder that spends tokens locally: first settles the holder's previous
+    /// lease on `key` (if `settle`), then decides `cost` as `limit` does, and when that is
+    /// allowed grants a lease of up to `want` more tokens, at most half of what the bucket
+    /// has left, so other holders are not starved and a nearly empty bucket leases nothing.
+    pub fn limit_leased(
+        &mut self,
+        key: &[u8],
+        cost: Cost,
+        policy: Option<OptionsPatch>,
+        settle: Option<Settlement>,
+        want: Cost,
+        now: Instant,
+    ) -> Result<LeaseDecision, Error> {
         let given = policy.is_some();
         let policy = self.resolve(policy)?;
+        if let Some(settlement) = settle {
+            self.settle(key, settlement, now);
+        }
         let view = self.view(key, policy, now);
         let outcome = take(view.current, cost, &view.options, now);
-        let state = outcome.unwrap_or(view.current);
+        let mut state = outcome.unwrap_or(view.current);
+        let mut lease = None;
+        if outcome.is_ok() && want > Cost::ZERO && self.leases.has_room(key) {
+            let options = &view.options;
+            let left = state.map_or(options.capacity_units(), |b| b.units());
+            let wanted = want.units(options).unwrap_or(options.capacity_units());
+            let granted = wanted.min(left / 2);
+            if granted > 0 {
+                let since = state.map_or(now, |b| b.last_refill());
+                state = Some(Bucket::from_parts(left - granted, since));
+                let billionths = granted.saturating_mul(UNITS_PER_TOKEN / options.unit());
+                lease = Some(self.leases.grant(key, billionths, now));
+                self.expire_leases_everywhere(now);
+            }
+        }
         // A denied call without a policy changes nothing, like a denied `consume`.
         if outcome.is_ok() || given {
             self.commit(key, view.at, state, view.policy, now);
         }
-        Ok(self.decision(outcome.is_ok(), state, cost, &view, now))
+        let mut view = view;
+        if let Some(lease) = &lease {
+            view.leased += lease_units(lease, &view.options);
+            view.last_expiry = view.last_expiry.max(Some(lease.expires_at));
+        }
+        let decision = self.decision(outcome.is_ok(), state, cost, &view, now);
+        Ok(LeaseDecision { decision, lease })
+    }
+
+    /// Ends the lease `settlement.id` of `key`: the unused part goes back into the bucket.
+    /// Returns false for a lease that is unknown or has expired (it counted as fully used).
+    /// `used` above the lease counts as the whole lease.
+    pub fn settle(&mut self, key: &[u8], settlement: Settlement, now: Instant) -> bool {
+        let view = self.view(key, None, now);
+        let live = self
+            .leases
+            .of(key)
+            .iter()
+            .any(|l| l.id == settlement.id && l.expires_at > now);
+        if !live {
+            return false;
+        }
+        let Some(lease) = self.leases.take(key, settlement.id) else {
+            return false;
+        };
+        let options = &view.options;
+        let unused = lease
+            .billionths
+            .saturating_sub(u64::try_from(settlement.used.billionths()).unwrap_or(u64::MAX));
+        // Whole units only go back: the bucket never gains more than the holder left.
+        let back = unused / (UNITS_PER_TOKEN / options.unit());
+        let leased = view.leased.saturating_sub(lease_units(&lease, options));
+        let room = options.capacity_units().saturating_sub(leased);
+        let next = view
+            .current
+            .map(|b| Bucket::from_parts(b.units().saturating_add(back).min(room), b.last_refill()));
+        let next = next.filter(|b| leased > 0 || b.units() < options.capacity_units());
+        self.commit(key, view.at, next, view.policy, now);
+        true
+    }
+
+    /// Gives `tokens` back to the bucket of `key` (a request that should not count), up to
+    /// its capacity.
+    pub fn refund(&mut self, key: &[u8], tokens: Cost, now: Instant) {
+        let view = self.view(key, None, now);
+        let Some(bucket) = view.current else {
+            return; // full already
+        };
+        let options = &view.options;
+        // Fractions round down: a refund never adds more than was given back.
+        let units = if options.unit() == UNITS_PER_TOKEN {
+            u64::try_from(tokens.billionths()).unwrap_or(u64::MAX)
+        } else {
+            u64::try_from(tokens.billionths() / u128::from(UNITS_PER_TOKEN)).unwrap_or(u64::MAX)
+        };
+        let room = options.capacity_units().saturating_sub(view.leased);
+        let units = bucket.units().saturating_add(units).min(room);
+        let next = (view.leased > 0 || units < options.capacity_units())
+            .then(|| Bucket::from_parts(units, bucket.last_refill()));
+        self.commit(key, view.at, next, view.policy, now);
     }
 
     /// `limit` over several keys at once, all or nothing: every bucket consumes, or none
@@ -210,7 +333,7 @@ impl Limiter {
     /// The snapshot of `key`'s bucket, or `None` when the key holds no bucket (it is full).
     pub fn snapshot(&self, key: &[u8]) -> Option<StoredSnapshot> {
         let (bucket, policy) = self.store.get(self.store.position(key)?)?;
-        Some(self.stored(bucket, policy))
+        Some(self.stored(key, bucket, policy))
     }
 
     /// The snapshots of every bucket without a policy of its own (those that follow the
@@ -221,15 +344,28 @@ impl Limiter {
             .filter(|(_, _, policy)| policy.is_none())
             .map(|(key, bucket, policy)| KeyedSnapshot {
                 key: key.to_vec(),
-                snapshot: self.stored(bucket, policy),
+                snapshot: self.stored(key, bucket, policy),
             })
             .collect()
     }
 
-    fn stored(&self, bucket: Bucket, policy: Option<Options>) -> StoredSnapshot {
+    fn stored(&self, key: &[u8], bucket: Bucket, policy: Option<Options>) -> StoredSnapshot {
+        let leases = self.leases.of(key).to_vec();
+        // With leases out, it cannot be full before the last one ends, and its refill may
+        // stop until then: full by then plus a whole refill at the latest.
+        let since = leases
+            .iter()
+            .map(|l| l.expires_at)
+            .fold(bucket.last_refill(), Instant::max);
+        let from = Bucket::from_parts(bucket.units(), since);
         StoredSnapshot {
-            bytes: Snapshot { bucket, policy }.encode(),
-            full_at_nanos: full_at(bucket, &policy.unwrap_or(self.options)),
+            full_at_nanos: full_at(from, &policy.unwrap_or(self.options)),
+            bytes: Snapshot {
+                bucket,
+                policy,
+                leases,
+            }
+            .encode(),
             has_policy: policy.is_some(),
         }
     }
@@ -244,16 +380,26 @@ impl Limiter {
         field: &str,
         now: Instant,
     ) -> Result<(), Error> {
-        let Snapshot { bucket, policy } = Snapshot::decode(bytes, field)?;
+        let Snapshot {
+            bucket,
+            policy,
+            leases,
+        } = Snapshot::decode(bytes, field)?;
         if self.holds(key) {
             return Ok(());
         }
         let options = policy.unwrap_or(self.options);
         // Stored as saved (reads do not refill stored buckets either), unless full by now.
-        if bucket.units() < options.capacity_units()
-            && refill(Some(bucket), &options, now).is_some()
-        {
+        let alive = bucket.units() < options.capacity_units()
+            && refill_through_leases(bucket, &leases, &options, now).is_some();
+        if alive {
             self.store.insert(key, bucket, policy, &self.options, now);
+            if !leases.is_empty() {
+                self.leases.restore(key, &leases);
+                if let Some(at) = self.store.position(key) {
+                    self.store.set_leased(at, true);
+                }
+            }
         }
         Ok(())
     }
@@ -270,6 +416,11 @@ impl Limiter {
         let mut remembered = None;
         let mut current = None;
         let mut stored_at = None;
+        let leases = if self.leases.is_empty() {
+            Vec::new()
+        } else {
+            self.leases.of(key).to_vec()
+        };
         if let Some((at, (bucket, own))) = self
             .store
             .position(key)
@@ -278,13 +429,18 @@ impl Limiter {
             // The refill is not written back: reads change nothing (a later options change
             // meets the bucket as the last call that changed it left it), so a copy saved
             // at each change is the whole state.
-            match refill(Some(bucket), own.as_ref().unwrap_or(&self.options), now) {
+            let options = own.as_ref().unwrap_or(&self.options);
+            match refill_through_leases(bucket, &leases, options, now) {
                 Some(refilled) => {
                     remembered = own;
                     current = Some(refilled);
                     stored_at = Some(at);
                 }
-                None => self.store.remove(at),
+                None => {
+                    // Full, and every lease it had has ended: nothing of it is left.
+                    self.store.remove(at);
+                    self.leases.forget(key);
+                }
             }
         }
         let before = remembered.unwrap_or(self.options);
@@ -292,12 +448,16 @@ impl Limiter {
         if policy.is_some() && options != before {
             current = convert(current, &before, &options);
         }
+        let live: Vec<Lease> = leases.into_iter().filter(|l| l.expires_at > now).collect();
+        let leased = live.iter().map(|l| lease_units(l, &options)).sum();
         View {
             at: stored_at,
-            current: refill(current, &options, now),
+            current: refill_leased(current, leased, &options, now),
             options,
             policy: policy.or(remembered),
             remembered: policy.is_none() && remembered.is_some(),
+            leased,
+            last_expiry: live.iter().map(|l| l.expires_at).max(),
         }
     }
 
@@ -317,6 +477,29 @@ impl Limiter {
             (None, Some(bucket)) => self.store.insert(key, bucket, policy, &self.options, now),
             (None, None) => {}
         }
+        if !self.leases.is_empty() {
+            // Leases that expired ended with this change (the view counted them as used).
+            self.leases.take_expired(key, now);
+            let leased = !self.leases.of(key).is_empty();
+            if let Some(at) = self.store.position(key) {
+                self.store.set_leased(at, leased);
+            } else if leased {
+                self.leases.forget(key); // unreachable: a bucket with leases out is never full
+            }
+        }
+    }
+
+    /// When the keys with leases have doubled since the last pass, ends every expired lease
+    /// (amortised O(1) per lease), so leases of keys nobody calls again do not pile up.
+    fn expire_leases_everywhere(&mut self, now: Instant) {
+        if self.leases.len() < 2 * self.leased_keys_at_last_pass.max(16) {
+            return;
+        }
+        for key in self.leases.keys_with_expired(now) {
+            let view = self.view(&key, None, now);
+            self.commit(&key, view.at, view.current, view.policy, now);
+        }
+        self.leased_keys_at_last_pass = self.leases.len();
     }
 
     /// The report of a call that left `state`. When denied, the wait is exact for the same
@@ -333,6 +516,8 @@ impl Limiter {
         let options = &view.options;
         let wait = if allowed {
             Some(0)
+        } else if view.leased > 0 {
+            leased_wait(state, cost, view, now).map(whole_millis)
         } else {
             // Waits are reported in whole milliseconds, so compare the moment the caller
             // will come back, not the nanosecond the tokens are there.
@@ -345,13 +530,66 @@ impl Limiter {
             }
         };
         let window = u128::from(options.max_tokens()).saturating_mul(options.interval_nanos());
+        let mut status = bucket::status(state, options, now);
+        if view.leased > 0 {
+            let next = leased_wait(state, Cost::ONE, view, now).unwrap_or(u128::MAX);
+            status.reset_in_ms = ceil_millis(next.max(1));
+        }
         Decision {
             allowed,
-            status: bucket::status(state, options, now),
+            status,
             retry_after_ms: wait.map(ceil_millis),
             window_ms: ceil_millis(window),
         }
     }
+}
+
+/// A lease's tokens in the units of `options`, rounded up.
+fn lease_units(lease: &Lease, options: &Options) -> u64 {
+    lease.billionths.div_ceil(UNITS_PER_TOKEN / options.unit())
+}
+
+/// Brings `bucket` to `now` under `options` while part of it is out on `leases`. Each lease
+/// that has expired by `now` ends at its expiry, counted as fully used.
+fn refill_through_leases(
+    bucket: Bucket,
+    leases: &[Lease],
+    options: &Options,
+    now: Instant,
+) -> Option<Bucket> {
+    let mut ending: Vec<&Lease> = leases.iter().filter(|l| l.expires_at <= now).collect();
+    ending.sort_by_key(|l| l.expires_at);
+    let mut leased: u64 = leases.iter().map(|l| lease_units(l, options)).sum();
+    let mut current = Some(bucket);
+    for lease in ending {
+        current = refill_leased(current, leased, options, lease.expires_at);
+        leased = leased.saturating_sub(lease_units(lease, options));
+    }
+    refill_leased(current, leased, options, now)
+}
+
+/// Nanoseconds until the bucket holds `cost` while leases are out, assuming the worst: every
+/// lease is spent in full and ends only at its expiry. Never early; `None` when no wait can
+/// help.
+fn leased_wait(state: Option<Bucket>, cost: Cost, view: &View, now: Instant) -> Option<u128> {
+    let options = &view.options;
+    let needed = cost.units(options)?;
+    let units = state.map_or(options.capacity_units(), |b| b.units());
+    if units >= needed {
+        return Some(0);
+    }
+    let room = options.capacity_units().saturating_sub(view.leased);
+    if needed <= room {
+        // Refill reaches it before it stops for the leased tokens.
+        return wait_for(state, cost, options, now);
+    }
+    let ends = view
+        .last_expiry
+        .map_or(0, |e| e.as_nanos())
+        .max(now.as_nanos());
+    let refills = u128::from((needed - units).div_ceil(options.unit()));
+    let wait = u128::from(ends - now.as_nanos()) + refills.saturating_mul(options.interval_nanos());
+    Some(wait)
 }
 
 /// `nanos` rounded up to whole milliseconds, still in nanoseconds.

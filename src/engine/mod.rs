@@ -3,6 +3,7 @@
 
 mod bucket;
 mod error;
+mod lease;
 mod limiter;
 mod options;
 mod snapshot;
@@ -11,7 +12,8 @@ mod time;
 
 pub use bucket::Status;
 pub use error::{decimal, join, Error, JsNumber, Spelling};
-pub use limiter::{AllDecision, Decision, Limiter, Request};
+pub use lease::{Lease, LEASE_TTL_NANOS, MAX_LEASES_PER_KEY};
+pub use limiter::{AllDecision, Decision, LeaseDecision, Limiter, Request, Settlement};
 pub use options::{
     Cost, Options, OptionsPatch, DEFAULT_MAX_TOKENS, DEFAULT_REFILL_EVERY_SECONDS,
     MAX_SAFE_INTEGER, MAX_TOKENS_IN_BILLIONTHS, UNITS_PER_TOKEN,

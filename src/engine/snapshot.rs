@@ -1,20 +1,25 @@
 //! Snapshots: a bucket as bytes, for callers that keep buckets outside memory (the durable
 //! class writes them to Durable Object storage and reads them back after an eviction).
 //!
-//! Layout, little-endian: version (1 byte), flags (1 byte: bit 0 = has a policy), units
-//! (u64), last refill (u64 ns since the epoch), then with a policy its `max_tokens` and
-//! `refill_every_seconds` as f64. Units count in the unit of the options the bucket had when
-//! it was saved; [`Options::new`] rebuilds a policy exactly from its two numbers.
+//! Layout, little-endian: version (1 byte), flags (1 byte: bit 0 = has a policy, bit 1 = has
+//! leases), units (u64), last refill (u64 ns since the epoch), then with a policy its
+//! `max_tokens` and `refill_every_seconds` as f64, then with leases their count (1 byte) and
+//! each lease's id, billionths and expiry (u64 ns since the epoch). Units count in the unit
+//! of the options the bucket had when it was saved; [`Options::new`] rebuilds a policy
+//! exactly from its two numbers.
 
 use super::bucket::Bucket;
 use super::error::Error;
+use super::lease::{Lease, MAX_LEASES_PER_KEY};
 use super::options::Options;
 use super::time::Instant;
 
 const VERSION: u8 = 1;
 const HAS_POLICY: u8 = 1;
+const HAS_LEASES: u8 = 2;
 const PLAIN_LEN: usize = 18;
 const POLICY_LEN: usize = PLAIN_LEN + 16;
+const LEASE_LEN: usize = 24;
 
 /// A key's snapshot as a caller stores it (the durable class: one row per key).
 #[derive(Debug, Clone, PartialEq)]
@@ -35,23 +40,38 @@ pub struct KeyedSnapshot {
     pub snapshot: StoredSnapshot,
 }
 
-/// A bucket and the key's own policy: what a snapshot holds.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// A bucket, the key's own policy and its leases: what a snapshot holds.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Snapshot {
     pub bucket: Bucket,
     pub policy: Option<Options>,
+    pub leases: Vec<Lease>,
 }
 
 impl Snapshot {
     pub fn encode(&self) -> Vec<u8> {
-        let mut bytes = Vec::with_capacity(POLICY_LEN);
+        let mut bytes = Vec::with_capacity(POLICY_LEN + 1 + LEASE_LEN * self.leases.len());
         bytes.push(VERSION);
-        bytes.push(if self.policy.is_some() { HAS_POLICY } else { 0 });
+        let policy_flag = if self.policy.is_some() { HAS_POLICY } else { 0 };
+        let lease_flag = if self.leases.is_empty() {
+            0
+        } else {
+            HAS_LEASES
+        };
+        bytes.push(policy_flag | lease_flag);
         bytes.extend_from_slice(&self.bucket.units().to_le_bytes());
         bytes.extend_from_slice(&self.bucket.last_refill().as_nanos().to_le_bytes());
         if let Some(policy) = &self.policy {
             bytes.extend_from_slice(&(policy.max_tokens() as f64).to_le_bytes());
             bytes.extend_from_slice(&policy.refill_every_seconds().to_le_bytes());
+        }
+        if !self.leases.is_empty() {
+            bytes.push(self.leases.len() as u8); // at most MAX_LEASES_PER_KEY
+            for lease in &self.leases {
+                bytes.extend_from_slice(&lease.id.to_le_bytes());
+                bytes.extend_from_slice(&lease.billionths.to_le_bytes());
+                bytes.extend_from_slice(&lease.expires_at.as_nanos().to_le_bytes());
+            }
         }
         bytes
     }
@@ -67,10 +87,23 @@ impl Snapshot {
         let (Some(&VERSION), Some(&flags)) = (bytes.first(), bytes.get(1)) else {
             return Err(unreadable());
         };
-        let expected_len = match flags {
-            0 => PLAIN_LEN,
-            HAS_POLICY => POLICY_LEN,
-            _ => return Err(unreadable()),
+        if flags & !(HAS_POLICY | HAS_LEASES) != 0 {
+            return Err(unreadable());
+        }
+        let leases_at = if flags & HAS_POLICY != 0 {
+            POLICY_LEN
+        } else {
+            PLAIN_LEN
+        };
+        let count = match (flags & HAS_LEASES != 0, bytes.get(leases_at)) {
+            (false, _) => 0,
+            (true, Some(&n)) if n > 0 && usize::from(n) <= MAX_LEASES_PER_KEY => usize::from(n),
+            (true, _) => return Err(unreadable()),
+        };
+        let expected_len = if count == 0 {
+            leases_at
+        } else {
+            leases_at + 1 + count * LEASE_LEN
         };
         if bytes.len() != expected_len {
             return Err(unreadable());
@@ -78,14 +111,29 @@ impl Snapshot {
         let (Some(units), Some(last_refill)) = (word(2), word(10)) else {
             return Err(unreadable());
         };
-        let policy = match (word(18), word(26)) {
-            (Some(max), Some(every)) => Some(
+        let mut leases = Vec::with_capacity(count);
+        for i in 0..count {
+            let at = leases_at + 1 + i * LEASE_LEN;
+            let (Some(id), Some(billionths), Some(expires)) =
+                (word(at), word(at + 8), word(at + 16))
+            else {
+                return Err(unreadable());
+            };
+            leases.push(Lease {
+                id: u64::from_le_bytes(id),
+                billionths: u64::from_le_bytes(billionths),
+                expires_at: Instant::from_nanos(u64::from_le_bytes(expires)),
+            });
+        }
+        let policy = match (flags & HAS_POLICY != 0, word(18), word(26)) {
+            (true, Some(max), Some(every)) => Some(
                 Options::new(f64::from_le_bytes(max), f64::from_le_bytes(every))
                     .map_err(|_| unreadable())?,
             ),
             _ => None,
         };
         Ok(Snapshot {
+            leases,
             bucket: Bucket::from_parts(
                 u64::from_le_bytes(units),
                 Instant::from_nanos(u64::from_le_bytes(last_refill)),
@@ -111,12 +159,14 @@ mod tests {
         let plain = Snapshot {
             bucket: bucket(),
             policy: None,
+            leases: Vec::new(),
         };
         assert_eq!(plain.encode().len(), PLAIN_LEN);
         assert_eq!(Snapshot::decode(&plain.encode(), "k"), Ok(plain));
         let with_policy = Snapshot {
             bucket: bucket(),
             policy: Some(Options::new(9_007_199_254_740_991.0, 0.1).unwrap()),
+            leases: Vec::new(),
         };
         assert_eq!(with_policy.encode().len(), POLICY_LEN);
         assert_eq!(
@@ -130,6 +180,7 @@ mod tests {
         let good = Snapshot {
             bucket: bucket(),
             policy: Some(Options::new(5.0, 1.0).unwrap()),
+            leases: Vec::new(),
         }
         .encode();
         let mut bad_policy = good.clone();

@@ -78,6 +78,8 @@ struct Slot {
     /// The key's own options (a `limit()` policy) in [`Policies`]; `NO_POLICY` follows the
     /// instance options.
     policy: u32,
+    /// The key has leases out: the sweep must keep its bucket, which only looks full.
+    leased: bool,
 }
 
 const NO_POLICY: u32 = 0;
@@ -192,6 +194,13 @@ impl Store {
             .map(|&i| i as usize)
     }
 
+    /// Marks the bucket at `position` as having leases out (or no longer).
+    pub fn set_leased(&mut self, position: usize, leased: bool) {
+        if let Some(slot) = self.slots.get_mut(position) {
+            slot.leased = leased;
+        }
+    }
+
     /// Every stored key with its bucket and its own policy, if it has one.
     pub fn entries(&self) -> impl Iterator<Item = (&[u8], Bucket, Option<Options>)> {
         self.slots
@@ -241,6 +250,7 @@ impl Store {
             key: Key::new(key),
             bucket,
             policy,
+            leased: false,
         });
         if self.index.len() == 1 && self.slots.len >= SPLIT_AT {
             self.rebuild_index();
@@ -275,11 +285,12 @@ impl Store {
         }
     }
 
-    /// Replaces every bucket without a policy of its own by `change(bucket)`, dropping those
-    /// that come back `None` (full); O(stored buckets), and it rebuilds the index.
+    /// Replaces every bucket without a policy of its own by `change(bucket, leased)`,
+    /// dropping those that come back `None` (full); O(stored buckets), and it rebuilds the
+    /// index.
     pub fn change_buckets_without_policy(
         &mut self,
-        mut change: impl FnMut(Bucket) -> Option<Bucket>,
+        mut change: impl FnMut(Bucket, bool) -> Option<Bucket>,
     ) {
         let mut kept = Slots::default();
         for slot in core::mem::take(&mut self.slots)
@@ -288,7 +299,7 @@ impl Store {
             .flatten()
         {
             let bucket = if slot.policy == NO_POLICY {
-                match change(slot.bucket) {
+                match change(slot.bucket, slot.leased) {
                     Some(bucket) => bucket,
                     None => continue,
                 }
@@ -323,7 +334,8 @@ impl Store {
                 return;
             };
             let own = self.policies.get(slot.policy);
-            if refill(Some(slot.bucket), own.as_ref().unwrap_or(options), now).is_none() {
+            let options = own.as_ref().unwrap_or(options);
+            if !slot.leased && refill(Some(slot.bucket), options, now).is_none() {
                 // The last bucket moves here; the cursor stays to inspect it next.
                 self.remove(self.cursor);
             } else {
