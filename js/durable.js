@@ -68,6 +68,26 @@ export class DurableLimiter {
     return decision;
   }
 
+  limitLeased(key, cost, policy, lease) {
+    this.#load(key);
+    const decision = this.#local.limitLeased(key, cost, policy, lease);
+    this.#save(key);
+    return decision;
+  }
+
+  settle(key, lease) {
+    this.#load(key);
+    const settled = this.#local.settle(key, lease);
+    if (settled) this.#save(key);
+    return settled;
+  }
+
+  refund(key, tokens) {
+    this.#load(key);
+    this.#local.refund(key, tokens);
+    this.#save(key);
+  }
+
   limitAll(requests) {
     const holdsAll = this.#holdsAll();
     // The binding reads the requests once and names their keys here.

@@ -2,17 +2,25 @@ import { DurableObject } from 'cloudflare:workers';
 import type {
   RateLimitAllDecision,
   RateLimitDecision,
+  RateLimitLease,
+  RateLimitLeaseDecision,
+  RateLimitLeaseRequest,
   RateLimiterOptions,
   RateLimiterStatus,
   RateLimitRequest,
+  RateLimitSettlement,
 } from './rate_limiter.js';
 
 export type {
   RateLimitAllDecision,
   RateLimitDecision,
+  RateLimitLease,
+  RateLimitLeaseDecision,
+  RateLimitLeaseRequest,
   RateLimiterOptions,
   RateLimiterStatus,
   RateLimitRequest,
+  RateLimitSettlement,
 };
 
 /**
@@ -40,6 +48,26 @@ export declare class RateLimiterServer extends DurableObject {
   limit(key: string, cost?: number, policy?: RateLimiterOptions): RateLimitDecision;
   /** `limit` over several keys, all or nothing: every bucket consumes, or none does. */
   limitAll(requests: RateLimitRequest[]): RateLimitAllDecision;
+  /**
+   * `limit` for a caller that spends tokens on its own (the middleware's `local` mode, or
+   * `LocalLimits`): settles the caller's previous lease on `key` first (`lease.settle`), then
+   * decides `cost`, and when allowed may grant a lease of up to `lease.want` more tokens
+   * (at most half of what the bucket has left), valid for `lease.ttl_ms`. Leased tokens
+   * count as still in the bucket until settled; a lease never settled counts as fully used.
+   */
+  limitLeased(
+    key: string,
+    cost?: number,
+    policy?: RateLimiterOptions,
+    lease?: RateLimitLeaseRequest,
+  ): RateLimitLeaseDecision;
+  /** Ends a lease of `key`: its unused tokens go back. False when it had ended already. */
+  settle(key: string, lease: RateLimitSettlement): boolean;
+  /**
+   * Gives `tokens` back to the bucket of `key` (a request that should not count, say one
+   * that failed), up to its capacity. Same validation as a cost.
+   */
+  refund(key: string, tokens: number): void;
 }
 
 /**

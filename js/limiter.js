@@ -72,6 +72,20 @@ export class LocalLimiter {
     return this.#guard(limitAllNow, requests, load);
   }
 
+  /** `limit`, settling `lease.settle` first and granting up to `lease.want` for later. */
+  limitLeased(key, cost, policy, lease) {
+    return this.#guard(limitLeasedNow, key, cost, [policy, lease]);
+  }
+
+  /** Ends the lease `{ id, used }` of `key`; false when it had ended already. */
+  settle(key, lease) {
+    return this.#guard(settleNow, key, lease);
+  }
+
+  refund(key, tokens) {
+    this.#guard(refundNow, key, tokens);
+  }
+
   /** Whether the string `key` has a bucket in memory. */
   holds(key) {
     return this.#guard(holdsNow, key);
@@ -172,6 +186,18 @@ function limitNow(limiter, key, cost, policy) {
     return limiter.limitText(Date.now(), key, cost, policy !== undefined, max, every);
   }
   return limiter.limit(Date.now(), key, cost, policy);
+}
+
+function limitLeasedNow(limiter, key, cost, [policy, lease]) {
+  return limiter.limitLeased(Date.now(), key, cost, policy, lease);
+}
+
+function settleNow(limiter, key, lease) {
+  return limiter.settle(Date.now(), key, lease);
+}
+
+function refundNow(limiter, key, tokens) {
+  limiter.refund(Date.now(), key, tokens);
 }
 
 function limitAllNow(limiter, requests, load) {

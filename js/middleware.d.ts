@@ -3,6 +3,8 @@
 import type {
   RateLimitAllDecision,
   RateLimitDecision,
+  RateLimitLeaseDecision,
+  RateLimitLeaseRequest,
   RateLimiterOptions,
   RateLimitRequest,
 } from './index.js';
@@ -23,6 +25,52 @@ export interface RateLimiterNamespace<Id = any> {
 export interface RateLimiterStub {
   limit(key: string, cost?: number, policy?: RateLimiterOptions): Promise<RateLimitDecision>;
   limitAll(requests: RateLimitRequest[]): Promise<RateLimitAllDecision>;
+  /** Needed by `local` mode only. */
+  limitLeased?(
+    key: string,
+    cost?: number,
+    policy?: RateLimiterOptions,
+    lease?: RateLimitLeaseRequest,
+  ): Promise<RateLimitLeaseDecision>;
+}
+
+/** Tuning of local decisions. */
+export interface LocalLimitsOptions {
+  /**
+   * A lease is not spent later than this many ms before its expiry, by this isolate's
+   * clock: the clock skew (plus call latency) tolerated between isolate and object.
+   * From 0 to 9999. Default 1000.
+   */
+  marginMs?: number;
+  /** The most tokens asked for in one lease. Default 1000. */
+  maxLease?: number;
+  /** The time in ms. Default `Date.now`. */
+  clock?: () => number;
+}
+
+/**
+ * Leases and a denial cache of one isolate (module scope: keep one for the isolate's life).
+ * Most requests are decided here without a call to the Durable Object; the token-bucket
+ * bound stays exact (see the README's "Local decisions").
+ */
+export declare class LocalLimits {
+  constructor(options?: LocalLimitsOptions);
+  /** Calls made to Durable Objects so far, and requests answered without one. */
+  readonly calls: number;
+  readonly localAnswers: number;
+  /**
+   * `stub.limit(key, cost, policy)`, decided locally when this isolate holds enough of a
+   * lease on that bucket, or a denial whose retry time has not passed. `owner` (e.g. the
+   * namespace) and `scope` (e.g. the name given to `idFromName`) name the Durable Object.
+   */
+  limit(
+    owner: object,
+    scope: string,
+    stub: Required<Pick<RateLimiterStub, 'limit' | 'limitLeased'>>,
+    key: string,
+    cost?: number,
+    policy?: RateLimiterOptions,
+  ): Promise<RateLimitDecision>;
 }
 
 /**
@@ -61,6 +109,13 @@ export interface RateLimitMiddlewareOptions<E = any, C = unknown> {
   failOpen?: boolean;
   /** Called with each limiter failure, before failOpen applies. Default: `console.error`. */
   onError?(error: unknown, request: Request): void;
+  /**
+   * Decide most requests in this isolate, without a call to the Durable Object: `true`
+   * (one shared `LocalLimits` for the isolate's life), its options, or your own instance.
+   * The bound stays exact; isolates may under-admit a little. With several policies every
+   * request still makes its one `limitAll` call. Default `false`.
+   */
+  local?: boolean | LocalLimitsOptions | LocalLimits;
 }
 
 /** The outcome of `checkRateLimit`. */

@@ -2,6 +2,13 @@
 // call, answer 429 (problem+json) or add the headers to the handler's response.
 // Framework-free: the Hono flavour only touches c.req.raw, c.env, c.res and c.header.
 import { rateLimitHeaders } from './headers.js';
+import { LocalLimits } from './local.js';
+
+export { LocalLimits };
+
+// `local: true`: one set of leases and denials for the isolate's life, shared by every
+// middleware made with it.
+let sharedLocal;
 
 // draft-ietf-httpapi-ratelimit-headers, "Problem Types": registered by the draft with IANA.
 export const QUOTA_EXCEEDED_TYPE = 'https://iana.org/assignments/http-problem-types#quota-exceeded';
@@ -61,7 +68,7 @@ function ipv6Key(ip) {
 
 // Options are checked once, when the middleware is made, so a typo fails at startup.
 const compiled = new WeakMap();
-const OPTION_NAMES = new Set(['binding', 'policy', 'key', 'cost', 'denied', 'failOpen', 'onError']);
+const OPTION_NAMES = new Set(['binding', 'policy', 'key', 'cost', 'denied', 'failOpen', 'onError', 'local']);
 
 function compile(options) {
   if (typeof options !== 'object' || options === null) {
@@ -76,7 +83,7 @@ function compile(options) {
       );
     }
   }
-  const { binding, policy, key, cost = 1, denied, failOpen = false, onError } = options;
+  const { binding, policy, key, cost = 1, denied, failOpen = false, onError, local = false } = options;
   if (typeof binding !== 'string' && typeof binding !== 'function' && !isNamespace(binding)) {
     throw new TypeError(
       `options.binding must be the name of a Durable Object binding, the namespace or a function of env, got ${describe(binding)}`,
@@ -113,6 +120,9 @@ function compile(options) {
   if (typeof failOpen !== 'boolean') {
     throw new TypeError(`options.failOpen must be a boolean, got ${describe(failOpen)}`);
   }
+  if (typeof local !== 'boolean' && !(local instanceof LocalLimits) && (typeof local !== 'object' || local === null)) {
+    throw new TypeError(`options.local must be a boolean, a LocalLimits or its options, got ${describe(local)}`);
+  }
   const result = {
     binding,
     policies,
@@ -122,9 +132,23 @@ function compile(options) {
     denied,
     failOpen,
     onError: onError ?? logFailure,
+    local: localLimits(local),
   };
   compiled.set(options, result);
   return result;
+}
+
+/** The LocalLimits of `local`; null when off. */
+function localLimits(local) {
+  if (local === false) return null;
+  if (local === true) return (sharedLocal ??= new LocalLimits());
+  if (local instanceof LocalLimits) return local;
+  const { marginMs, maxLease, clock, ...rest } = local;
+  const unknown = Object.keys(rest)[0];
+  if (unknown !== undefined) {
+    throw new TypeError(`options.local has no field "${unknown}" (the fields are marginMs, maxLease, clock)`);
+  }
+  return new LocalLimits({ marginMs, maxLease, clock });
 }
 
 function logFailure(error, request) {
@@ -166,9 +190,13 @@ export async function checkRateLimit(request, env, options, context) {
   let decision;
   try {
     const stub = ns.get(ns.idFromName(key));
-    decision = o.single
-      ? await stub.limit(o.policies[0].name, cost, o.policies[0].limits)
-      : await stub.limitAll(o.policies.map((p) => ({ key: p.name, cost, policy: p.limits })));
+    const [first] = o.policies;
+    // Several policies are one all-or-nothing limitAll call: never decided locally.
+    decision = !o.single
+      ? await stub.limitAll(o.policies.map((p) => ({ key: p.name, cost, policy: p.limits })))
+      : o.local !== null
+        ? await o.local.limit(ns, key, stub, first.name, cost, first.limits)
+        : await stub.limit(first.name, cost, first.limits);
   } catch (error) {
     if (PROGRAMMING_ERRORS.has(error?.name)) throw error;
     o.onError(error, request);

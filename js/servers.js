@@ -50,6 +50,18 @@ export function defineRateLimiterServers(Base, instance, { storageStandIn = fals
     limitAll(requests) {
       return this.#limiter.limitAll(requests);
     }
+
+    limitLeased(key, cost = 1, policy = undefined, lease = undefined) {
+      return this.#limiter.limitLeased(key, cost, policy, lease);
+    }
+
+    settle(key, lease) {
+      return this.#limiter.settle(key, lease);
+    }
+
+    refund(key, tokens) {
+      this.#limiter.refund(key, tokens);
+    }
   }
 
   class DurableRateLimiterServer extends RateLimiterServer {}

@@ -14,6 +14,7 @@
 mod durable;
 mod errors;
 mod key;
+mod leases;
 mod objects;
 mod read;
 mod test_hooks;
@@ -28,7 +29,8 @@ use read::{read_cost, read_options, read_policy, read_requests};
 use test_hooks::trap_if_asked;
 use tsify::Ts;
 pub use types::{
-    RateLimitAllDecision, RateLimitDecision, RateLimitRequest, RateLimiterOptions,
+    RateLimitAllDecision, RateLimitDecision, RateLimitLease, RateLimitLeaseDecision,
+    RateLimitLeaseRequest, RateLimitRequest, RateLimitSettlement, RateLimiterOptions,
     RateLimiterStatus,
 };
 
@@ -249,7 +251,11 @@ impl RateLimiter {
 impl RateLimiter {
     /// Reads the cost, then the key into `self.key` (in that order: a bad cost is reported
     /// before a bad key).
-    fn read_key_and_cost(&mut self, key: &JsValue, cost: &JsValue) -> Result<Cost, JsValue> {
+    pub(crate) fn read_key_and_cost(
+        &mut self,
+        key: &JsValue,
+        cost: &JsValue,
+    ) -> Result<Cost, JsValue> {
         let cost = read_cost(cost, "cost")?;
         encode_key(key, "key", &mut self.key)?;
         Ok(cost)

@@ -5,7 +5,10 @@
 use js_sys::{Array, Object};
 use wasm_bindgen::prelude::*;
 
-use crate::engine::{AllDecision, Decision, Options, Status, StoredSnapshot, MAX_SAFE_INTEGER};
+use crate::engine::{
+    AllDecision, Decision, LeaseDecision, Options, Status, StoredSnapshot, LEASE_TTL_NANOS,
+    MAX_SAFE_INTEGER,
+};
 
 #[wasm_bindgen(inline_js = "
 export function statusObject(remaining, limit, reset_in_ms) {
@@ -20,6 +23,10 @@ export function decisionObject(allowed, remaining, limit, reset_in_ms, retry_aft
 }
 export function allDecisionObject(allowed, retry_after_ms, results) {
   return { allowed, retry_after_ms: retry_after_ms < 0 ? null : retry_after_ms, results };
+}
+export function leaseDecisionObject(decision, id, tokens, ttl_ms) {
+  decision.lease = tokens > 0 ? { id, tokens, ttl_ms } : null;
+  return decision;
 }
 export function optionsObject(max_tokens, refill_every_seconds) {
   return { max_tokens, refill_every_seconds };
@@ -48,6 +55,9 @@ extern "C" {
 
     #[wasm_bindgen(js_name = allDecisionObject)]
     fn all_decision_object_js(allowed: bool, retry_after_ms: f64, results: Array) -> Object;
+
+    #[wasm_bindgen(js_name = leaseDecisionObject)]
+    fn lease_decision_object_js(decision: Object, id: f64, tokens: f64, ttl_ms: f64) -> Object;
 
     #[wasm_bindgen(js_name = optionsObject)]
     fn options_object_js(max_tokens: f64, refill_every_seconds: f64) -> Object;
@@ -79,6 +89,16 @@ pub(crate) fn all_decision_object(decision: &AllDecision) -> Object {
     let results: Array = decision.results.iter().map(decision_object).collect();
     let retry = decision.retry_after_ms.unwrap_or(-1.0);
     all_decision_object_js(decision.allowed, retry, results)
+}
+
+/// A decision with `lease: { id, tokens, ttl_ms } | null`.
+pub(crate) fn lease_decision_object(decision: &LeaseDecision) -> Object {
+    let object = decision_object(&decision.decision);
+    let (id, tokens) = decision.lease.map_or((0.0, 0.0), |lease| {
+        (lease.id as f64, lease.billionths as f64 / 1e9)
+    });
+    let ttl_ms = (LEASE_TTL_NANOS / 1_000_000) as f64;
+    lease_decision_object_js(object, id, tokens, ttl_ms)
 }
 
 pub(crate) fn options_object(options: &Options) -> Object {

@@ -8,7 +8,7 @@ use wasm_bindgen::prelude::*;
 
 use super::errors::JsSpelling;
 use super::key::encode_key;
-use crate::engine::{decimal, join, Cost, Error, OptionsPatch, Spelling};
+use crate::engine::{decimal, join, Cost, Error, OptionsPatch, Settlement, Spelling};
 
 #[wasm_bindgen]
 extern "C" {
@@ -174,6 +174,56 @@ pub(crate) fn read_requests(requests: &JsValue) -> Result<Vec<OwnedRequest>, Err
         out.push(OwnedRequest { key, cost, policy });
     }
     Ok(out)
+}
+
+/// The lease part of a `limitLeased` call, read and validated.
+pub(crate) struct LeaseRequest {
+    pub want: Cost,
+    pub settle: Option<Settlement>,
+}
+
+/// `{ want?, settle? }` named `name`; `undefined` asks for no lease and settles nothing.
+pub(crate) fn read_lease_request(value: &JsValue, name: &str) -> Result<LeaseRequest, Error> {
+    if value.is_undefined() {
+        return Ok(LeaseRequest {
+            want: Cost::ZERO,
+            settle: None,
+        });
+    }
+    let object = read_object(value, name, &["want", "settle"], "want and settle")?;
+    let want_path = join(&[name, ".want"]);
+    let want = match read_field(object, "want", &want_path)? {
+        Some(want) => read_cost(&want, &want_path)?,
+        None => Cost::ZERO,
+    };
+    let settle_path = join(&[name, ".settle"]);
+    let settle = read_field(object, "settle", &settle_path)?
+        .map(|value| read_settlement(&value, &settle_path))
+        .transpose()?;
+    Ok(LeaseRequest { want, settle })
+}
+
+/// `{ id, used }` named `name`: a lease id the limiter gave, and the tokens spent from it.
+pub(crate) fn read_settlement(value: &JsValue, name: &str) -> Result<Settlement, Error> {
+    let object = read_object(value, name, &["id", "used"], "id and used")?;
+    let id_path = join(&[name, ".id"]);
+    let id = read_field(object, "id", &id_path)?.unwrap_or(JsValue::UNDEFINED);
+    let id = read_number(&id, &id_path)?;
+    if !(id.fract() == 0.0 && (0.0..=9_007_199_254_740_991.0).contains(&id)) {
+        return Err(Error::OutOfRange {
+            field: id_path,
+            expected: "a lease id (a whole number from 0 to 9007199254740991)",
+            got: id,
+        });
+    }
+    let used_path = join(&[name, ".used"]);
+    let used = read_field(object, "used", &used_path)?.unwrap_or(JsValue::UNDEFINED);
+    let used = read_number(&used, &used_path)
+        .and_then(|u| Cost::new(u).map_err(|e| rename(e, &used_path)))?;
+    Ok(Settlement {
+        id: id as u64,
+        used,
+    })
 }
 
 /// A short description of a value for error messages, e.g. `string "10"` or `null`.

@@ -77,3 +77,50 @@ pub struct RateLimitAllDecision {
     /// had room, and nothing was consumed.
     pub results: Vec<RateLimitDecision>,
 }
+
+/// What `limitLeased` asks besides the call's own cost.
+#[derive(Tsify)]
+pub struct RateLimitLeaseRequest {
+    /// Tokens wanted for later requests, spent by the caller on its own. The limiter grants
+    /// at most half of what the bucket has left after this call. Default: 0 (no lease).
+    #[tsify(optional, type = "number | undefined")]
+    pub want: Option<f64>,
+    /// The caller's previous lease on this key, settled before this call is decided.
+    #[tsify(optional, type = "RateLimitSettlement | undefined")]
+    pub settle: Option<RateLimitSettlement>,
+}
+
+/// A lease as its holder reports it at the end.
+#[derive(Tsify)]
+pub struct RateLimitSettlement {
+    /// The lease's `id`.
+    pub id: f64,
+    /// Tokens spent from it; the rest goes back into the bucket.
+    pub used: f64,
+}
+
+/// Tokens granted to spend locally.
+#[derive(Tsify)]
+pub struct RateLimitLease {
+    /// Names the lease when it is settled.
+    pub id: f64,
+    /// Tokens granted, besides the call's own cost.
+    pub tokens: f64,
+    /// Milliseconds the lease is valid from the call; after that it counts as fully used.
+    pub ttl_ms: f64,
+}
+
+/// A `limit` decision with the lease granted for later requests, if any.
+#[derive(Tsify)]
+pub struct RateLimitLeaseDecision {
+    pub allowed: bool,
+    pub remaining: f64,
+    pub limit: f64,
+    pub reset_in_ms: f64,
+    #[tsify(type = "number | null")]
+    pub retry_after_ms: Option<f64>,
+    pub window_ms: f64,
+    /// `null` when nothing was granted.
+    #[tsify(type = "RateLimitLease | null")]
+    pub lease: Option<RateLimitLease>,
+}

@@ -479,7 +479,7 @@ impl Limiter {
         }
         if !self.leases.is_empty() {
             // Leases that expired ended with this change (the view counted them as used).
-            self.leases.take_expired(key, now);
+            self.leases.drop_expired(key, now);
             let leased = !self.leases.of(key).is_empty();
             if let Some(at) = self.store.position(key) {
                 self.store.set_leased(at, leased);
@@ -557,13 +557,20 @@ fn refill_through_leases(
     options: &Options,
     now: Instant,
 ) -> Option<Bucket> {
-    let mut ending: Vec<&Lease> = leases.iter().filter(|l| l.expires_at <= now).collect();
-    ending.sort_by_key(|l| l.expires_at);
     let mut leased: u64 = leases.iter().map(|l| lease_units(l, options)).sum();
     let mut current = Some(bucket);
-    for lease in ending {
-        current = refill_leased(current, leased, options, lease.expires_at);
-        leased = leased.saturating_sub(lease_units(lease, options));
+    // The expired ones in order of expiry (a key has few leases: no sort needed).
+    let mut ended = Instant::default();
+    while let Some(lease) = leases
+        .iter()
+        .filter(|l| l.expires_at > ended && l.expires_at <= now)
+        .min_by_key(|l| l.expires_at)
+    {
+        ended = lease.expires_at;
+        for lease in leases.iter().filter(|l| l.expires_at == ended) {
+            current = refill_leased(current, leased, options, ended);
+            leased = leased.saturating_sub(lease_units(lease, options));
+        }
     }
     refill_leased(current, leased, options, now)
 }

@@ -1,0 +1,180 @@
+// Edge-local decisions: a Worker isolate takes tokens from a bucket in batches (leases) and
+// spends them on later requests without a round trip, and after a denial answers the same
+// bucket locally until the denial's retry time has passed. The bound stays the bucket's:
+// leased tokens count as still in the bucket until settled, and a lease this isolate never
+// settles (it was evicted) counts as fully used at its expiry.
+
+const BILLION = 1e9;
+
+// Entries kept at most: the oldest idle ones go first (a lease dropped here just expires).
+const MAX_ENTRIES = 10_000;
+
+// A lease is asked for only when calls on a bucket come at least this often: at lower rates
+// every request makes its own call, exactly as without local decisions.
+const BUSY_MS = 1_000;
+
+/** One bucket as this isolate sees it. */
+class Entry {
+  /** The lease being spent: `{ id, billionths, used, deadline }` (used in billionths). */
+  lease = null;
+  /** Tokens to ask for at the next call: 0 at first (exactly one call per request). */
+  want = 0;
+  /** Until when (isolate clock, ms) requests are denied locally, and the denial. */
+  deniedUntil = 0;
+  denial = null;
+  /** The last decision the bucket made, for the fields of local answers, and its time. */
+  last = null;
+  lastCallAt = -Infinity;
+  /** The call in flight: requests for the same bucket wait for it instead of racing it. */
+  pending = null;
+}
+
+export class LocalLimits {
+  #owners = new WeakMap(); // a namespace → its number in entry names
+  #nextOwner = 0;
+  #entries = new Map(); // entry name → Entry, oldest first
+  #marginMs;
+  #maxLease;
+  #clock;
+  /** Calls made to the Durable Object, and requests answered without one. */
+  calls = 0;
+  localAnswers = 0;
+
+  /**
+   * `marginMs`: a lease is not spent later than this before its expiry, by this isolate's
+   * clock: the clock skew (plus call latency) tolerated between this isolate and the object.
+   * `maxLease`: the most tokens asked for at once. `clock`: the time in ms (tests pass a
+   * fake one; Workers' `Date.now()` by default).
+   */
+  constructor({ marginMs = 1_000, maxLease = 1_000, clock = Date.now } = {}) {
+    if (!(Number.isFinite(marginMs) && marginMs >= 0 && marginMs < 10_000)) {
+      throw new RangeError(`local.marginMs must be a number from 0 to 9999, got ${marginMs}`);
+    }
+    if (!(Number.isInteger(maxLease) && maxLease >= 0)) {
+      throw new RangeError(`local.maxLease must be a whole number >= 0, got ${maxLease}`);
+    }
+    if (typeof clock !== 'function') throw new TypeError('local.clock must be a function');
+    this.#marginMs = marginMs;
+    this.#maxLease = maxLease;
+    this.#clock = clock;
+  }
+
+  /**
+   * `stub.limit(key, cost, policy)`, decided here when this isolate holds enough of a lease
+   * on that bucket or a denial that still holds. `scope` names the Durable Object (with
+   * `owner`, its namespace, it tells buckets of different objects apart).
+   */
+  async limit(owner, scope, stub, key, cost = 1, policy = undefined) {
+    // Anything unusual goes to the object, which validates it (and throws).
+    if (typeof key !== 'string' || typeof cost !== 'number' || !(cost >= 0 && cost < Infinity)) {
+      this.calls += 1;
+      return stub.limit(key, cost, policy);
+    }
+    const entry = this.#entry(owner, `${scope}\u0000${key}\u0000${policyName(policy)}`);
+    while (entry.pending !== null) await entry.pending;
+    const local = this.#localAnswer(entry, cost);
+    if (local !== null) {
+      this.localAnswers += 1;
+      return local;
+    }
+    const call = this.#call(entry, stub, key, cost, policy);
+    entry.pending = call.then(
+      () => undefined,
+      () => undefined,
+    );
+    try {
+      return await call;
+    } finally {
+      entry.pending = null;
+    }
+  }
+
+  #localAnswer(entry, cost) {
+    const now = this.#clock();
+    if (now < entry.deniedUntil) {
+      const retry = Math.ceil(entry.deniedUntil - now);
+      return { ...entry.denial, retry_after_ms: Math.min(entry.denial.retry_after_ms, retry) };
+    }
+    const lease = entry.lease;
+    const units = Math.ceil(cost * BILLION);
+    if (lease === null || now >= lease.deadline || lease.used + units > lease.billionths) return null;
+    lease.used += units;
+    const last = entry.last;
+    return {
+      allowed: true,
+      remaining: last.remaining + (lease.billionths - lease.used) / BILLION,
+      limit: last.limit,
+      reset_in_ms: last.reset_in_ms,
+      retry_after_ms: 0,
+      window_ms: last.window_ms,
+    };
+  }
+
+  async #call(entry, stub, key, cost, policy) {
+    const lease = entry.lease;
+    const sent = this.#clock();
+    // Requests keep coming: ask for twice as much as last time (from the cost up). A lease
+    // that expired partly used: about what was used. Calls far apart: no lease at all.
+    if (sent - entry.lastCallAt > BUSY_MS) {
+      entry.want = 0;
+    } else if (lease !== null && sent >= lease.deadline) {
+      entry.want = Math.floor(lease.used / BILLION);
+    } else {
+      entry.want = Math.min(this.#maxLease, Math.max(cost, entry.want * 2));
+    }
+    entry.lastCallAt = sent;
+    const request = { want: entry.want };
+    if (lease !== null) request.settle = { id: lease.id, used: lease.used / BILLION };
+    entry.lease = null; // settled by this call, or (if it fails) left to expire: fully used
+    this.calls += 1;
+    const { lease: granted, ...decision } = await stub.limitLeased(key, cost, policy, request);
+    const now = this.#clock();
+    entry.last = decision;
+    if (granted !== null && granted.tokens > 0) {
+      entry.lease = {
+        id: granted.id,
+        billionths: Math.round(granted.tokens * BILLION),
+        used: 0,
+        // From when the call was sent: the lease began later at the object.
+        deadline: sent + granted.ttl_ms - this.#marginMs,
+      };
+    }
+    if (!decision.allowed && decision.retry_after_ms !== null && decision.retry_after_ms > 0) {
+      // From now, not from when the object decided: locally it can only be stricter.
+      entry.deniedUntil = now + decision.retry_after_ms;
+      entry.denial = decision;
+      entry.want = 0;
+    }
+    return decision;
+  }
+
+  #entry(owner, name) {
+    let number = this.#owners.get(owner);
+    if (number === undefined) {
+      number = this.#nextOwner++;
+      this.#owners.set(owner, number);
+    }
+    const fullName = `${number}\u0000${name}`;
+    let entry = this.#entries.get(fullName);
+    if (entry === undefined) {
+      if (this.#entries.size >= MAX_ENTRIES) this.#forgetOldest();
+      entry = new Entry();
+      this.#entries.set(fullName, entry);
+    }
+    return entry;
+  }
+
+  #forgetOldest() {
+    for (const [name, entry] of this.#entries) {
+      if (entry.pending !== null) continue;
+      this.#entries.delete(name);
+      return;
+    }
+  }
+}
+
+/** A policy as part of an entry's name: its two numbers, or nothing. */
+function policyName(policy) {
+  if (policy === undefined) return '';
+  return `${policy?.max_tokens}/${policy?.refill_every_seconds}`;
+}

@@ -1,0 +1,73 @@
+//! Leases, for holders that spend tokens locally (the middleware's `local` mode and the
+//! lease client): `limitLeased`, `settle` and `refund`.
+
+use tsify::Ts;
+use wasm_bindgen::prelude::*;
+
+use super::key::encode_key;
+use super::objects::lease_decision_object;
+use super::read::{read_cost, read_lease_request, read_policy, read_settlement};
+use super::types::RateLimitLeaseDecision;
+use super::RateLimiter;
+use crate::engine::Instant;
+
+#[wasm_bindgen]
+impl RateLimiter {
+    /// `limit` that also settles the holder's previous lease (`lease.settle`) and may grant
+    /// a new one of up to `lease.want` tokens for later requests.
+    #[wasm_bindgen(js_name = limitLeased)]
+    pub fn limit_leased(
+        &mut self,
+        now_ms: f64,
+        #[wasm_bindgen(unchecked_param_type = "string")] key: &JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] cost: &JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "RateLimiterOptions")] policy: &JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "RateLimitLeaseRequest")] lease: &JsValue,
+    ) -> Result<Ts<RateLimitLeaseDecision>, JsValue> {
+        let cost = self.read_key_and_cost(key, cost)?;
+        let policy = read_policy(policy, "policy")?;
+        let request = read_lease_request(lease, "lease")?;
+        let now = Instant::from_millis(now_ms);
+        let decision = self
+            .engine
+            .limit_leased(&self.key, cost, policy, request.settle, request.want, now)
+            .map_err(|e| e.within("policy"))?;
+        Ok(Ts::new_unchecked(lease_decision_object(&decision).into()))
+    }
+
+    /// Ends a lease: `{ id, used }`, the unused part back into the bucket. Returns false
+    /// for a lease that is unknown or has expired (it counted as fully used).
+    pub fn settle(
+        &mut self,
+        now_ms: f64,
+        #[wasm_bindgen(unchecked_param_type = "string")] key: &JsValue,
+        #[wasm_bindgen(unchecked_param_type = "RateLimitSettlement")] lease: &JsValue,
+    ) -> Result<bool, JsValue> {
+        let settlement = read_settlement(lease, "lease")?;
+        encode_key(key, "key", &mut self.key)?;
+        let now = Instant::from_millis(now_ms);
+        Ok(self.engine.settle(&self.key, settlement, now))
+    }
+
+    /// Gives `tokens` back to the bucket of `key`, up to its capacity.
+    pub fn refund(
+        &mut self,
+        now_ms: f64,
+        #[wasm_bindgen(unchecked_param_type = "string")] key: &JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] tokens: &JsValue,
+    ) -> Result<(), JsValue> {
+        let tokens = if tokens.is_undefined() {
+            Err(crate::engine::Error::WrongType {
+                field: "tokens".into(),
+                expected: "a number",
+                got: "undefined".into(),
+            })
+        } else {
+            read_cost(tokens, "tokens")
+        }?;
+        encode_key(key, "key", &mut self.key)?;
+        self.engine
+            .refund(&self.key, tokens, Instant::from_millis(now_ms));
+        Ok(())
+    }
+}
