@@ -9,8 +9,8 @@ const BILLION = 1e9;
 // Entries kept at most: the oldest idle ones go first (a lease dropped here just expires).
 const MAX_ENTRIES = 10_000;
 
-// A lease is asked for only when calls on a bucket come at least this often: at lower rates
-// every request makes its own call, exactly as without local decisions.
+// A lease is asked for only when requests on a bucket come at least this often: at lower
+// rates every request makes its own call, exactly as without local decisions.
 const BUSY_MS = 1_000;
 
 /** One bucket as this isolate sees it. */
@@ -22,9 +22,10 @@ class Entry {
   /** Until when (isolate clock, ms) requests are denied locally, and the denial. */
   deniedUntil = 0;
   denial = null;
-  /** The last decision the bucket made, for the fields of local answers, and its time. */
+  /** The last decision the bucket made, for the fields of local answers. */
   last = null;
-  lastCallAt = -Infinity;
+  /** When the previous request on the bucket came (isolate clock, ms). */
+  previousAt = -Infinity;
   /** The call in flight: requests for the same bucket wait for it instead of racing it. */
   pending = null;
 }
@@ -99,6 +100,7 @@ export class LocalLimits {
     const units = Math.ceil(cost * BILLION);
     if (lease === null || now >= lease.deadline || lease.used + units > lease.billionths) return null;
     lease.used += units;
+    entry.previousAt = now;
     const last = entry.last;
     return {
       allowed: true,
@@ -114,15 +116,15 @@ export class LocalLimits {
     const lease = entry.lease;
     const sent = this.#clock();
     // Requests keep coming: ask for twice as much as last time (from the cost up). A lease
-    // that expired partly used: about what was used. Calls far apart: no lease at all.
-    if (sent - entry.lastCallAt > BUSY_MS) {
+    // that expired partly used: about what was used. Requests far apart: no lease at all.
+    if (sent - entry.previousAt > BUSY_MS) {
       entry.want = 0;
     } else if (lease !== null && sent >= lease.deadline) {
       entry.want = Math.floor(lease.used / BILLION);
     } else {
       entry.want = Math.min(this.#maxLease, Math.max(cost, entry.want * 2));
     }
-    entry.lastCallAt = sent;
+    entry.previousAt = sent;
     const request = { want: entry.want };
     if (lease !== null) request.settle = { id: lease.id, used: lease.used / BILLION };
     entry.lease = null; // settled by this call, or (if it fails) left to expire: fully used

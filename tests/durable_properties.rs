@@ -10,7 +10,7 @@ use std::collections::HashMap;
 
 use proptest::prelude::*;
 use rate_limiter::engine::{
-    Cost, Instant, KeyedSnapshot, Limiter, OptionsPatch, Request, StoredSnapshot,
+    Cost, Instant, KeyedSnapshot, Lease, Limiter, OptionsPatch, Request, Settlement, StoredSnapshot,
 };
 
 #[derive(Debug, Clone)]
@@ -45,6 +45,18 @@ enum Op {
     Evict,
     /// The storage drops the snapshots of buckets that are full by now.
     DropFull,
+    /// A holder's `limit_leased`: settles its last lease on the key having spent `used` of
+    /// it (if `used` is given), then asks for `want` more.
+    Lease {
+        key: u8,
+        cost: f64,
+        want: u8,
+        used: Option<u8>,
+    },
+    Refund {
+        key: u8,
+        tokens: f64,
+    },
 }
 
 fn patch() -> impl Strategy<Value = OptionsPatch> {
@@ -76,11 +88,14 @@ fn op() -> impl Strategy<Value = Op> {
         1 => key.clone().prop_map(|key| Op::Reset { key }),
         3 => (key.clone(), cost(), proptest::option::of(patch()))
             .prop_map(|(key, cost, policy)| Op::Limit { key, cost, policy }),
-        1 => proptest::collection::vec((key, cost()), 1..3).prop_map(|keys| Op::LimitAll { keys }),
+        1 => proptest::collection::vec((key.clone(), cost()), 1..3).prop_map(|keys| Op::LimitAll { keys }),
         1 => patch().prop_map(Op::SetOptions),
         4 => prop_oneof![0u32..3_000, 0u32..40_000].prop_map(|ms| Op::Advance { ms }),
         2 => Just(Op::Evict),
         1 => Just(Op::DropFull),
+        3 => (key.clone(), cost(), 0u8..8, proptest::option::of(0u8..5))
+            .prop_map(|(key, cost, want, used)| Op::Lease { key, cost, want, used }),
+        1 => (key, cost()).prop_map(|(key, tokens)| Op::Refund { key, tokens }),
     ]
 }
 
@@ -177,6 +192,8 @@ proptest! {
         let mut memory = Limiter::new(99);
         let mut durable = Durable::new();
         let mut now_ms = START_MS;
+        // The last lease each limiter granted per key (ids differ: each has its own).
+        let mut leases: [HashMap<u8, Lease>; 2] = [HashMap::new(), HashMap::new()];
         for op in ops {
             let now = Instant::from_millis(now_ms);
             match op {
@@ -238,6 +255,35 @@ proptest! {
                 Op::SetOptions(patch) => {
                     durable.set_options(patch, now);
                     memory.set_options(patch, now).unwrap();
+                }
+                Op::Lease { key, cost, want, used } => {
+                    let (k, c) = (key_bytes(key), Cost::new(cost).unwrap());
+                    let want = Cost::new(f64::from(want)).unwrap();
+                    let mut settle = |side: usize| {
+                        let used = Cost::new(f64::from(used?)).unwrap();
+                        let lease = leases[side].remove(&key)?;
+                        Some(Settlement { id: lease.id, used })
+                    };
+                    let (settle_d, settle_m) = (settle(0), settle(1));
+                    durable.load(&k, now);
+                    let d = durable.limiter.limit_leased(&k, c, None, settle_d, want, now).unwrap();
+                    durable.save(&k);
+                    let m = memory.limit_leased(&k, c, None, settle_m, want, now).unwrap();
+                    prop_assert_eq!(d.decision, m.decision);
+                    let granted = |l: Option<Lease>| l.map(|l| (l.billionths, l.expires_at));
+                    prop_assert_eq!(granted(d.lease), granted(m.lease));
+                    for (side, lease) in [(0, d.lease), (1, m.lease)] {
+                        if let Some(lease) = lease {
+                            leases[side].insert(key, lease);
+                        }
+                    }
+                }
+                Op::Refund { key, tokens } => {
+                    let (k, t) = (key_bytes(key), Cost::new(tokens).unwrap());
+                    durable.load(&k, now);
+                    durable.limiter.refund(&k, t, now);
+                    durable.save(&k);
+                    memory.refund(&k, t, now);
                 }
                 Op::Advance { ms } => now_ms += f64::from(ms),
                 Op::Evict => durable.evict(now),

@@ -19,14 +19,20 @@
 //! - `stored_buckets()` never exceeds the number of distinct keys used;
 //! - saving and restoring (the durable class): a fresh limiter with the same options, given
 //!   the snapshot of every bucket, reports every key exactly as the original does, and
-//!   `restore` of arbitrary bytes returns `Ok` or `Err` without touching other keys.
+//!   `restore` of arbitrary bytes returns `Ok` or `Err` without touching other keys;
+//! - leases: simulated holders take leases (`limit_leased`), spend them locally until a
+//!   margin before their expiry, settle them or vanish; every token a holder spends counts
+//!   in the key's token-bucket bound above, and settling twice returns nothing. A refund ends
+//!   the key's window (it gives tokens back). Retry times of a key with leases out are
+//!   estimates, so their exactness is checked only for keys without.
 #![no_main]
 
 use std::collections::{HashMap, HashSet};
 
 use libfuzzer_sys::fuzz_target;
 use rate_limiter::engine::{
-    Cost, Decision, Instant, Limiter, Options, OptionsPatch, Request, Status, MAX_SAFE_INTEGER,
+    Cost, Decision, Instant, Lease, Limiter, Options, OptionsPatch, Request, Settlement, Status,
+    MAX_SAFE_INTEGER,
 };
 
 /// Billionths per token (the engine's unit for capacities up to ~1.8e10 tokens).
@@ -40,6 +46,8 @@ const MAX_KEYS: usize = 48;
 const MAX_COPIES: u32 = 12;
 /// Consumption events kept per key for the window bound (older ones are dropped).
 const MAX_EVENTS: usize = 256;
+/// A holder stops spending a lease this long before its expiry.
+const LEASE_MARGIN_NANOS: u64 = 1_000 * NANOS_PER_MS;
 
 /// Keys from a small alphabet, so that operations meet the same buckets again. The last is
 /// longer than the engine's inline key storage.
@@ -196,6 +204,8 @@ struct Harness {
     /// Copies of the limiter the checks may still make for this input (copying the store
     /// is what costs most per operation, so long inputs check the first ones only).
     copies_left: u32,
+    /// The lease each simulated holder (key, holder number) spends, and the billionths spent.
+    holders: HashMap<(Vec<u8>, u8), (Lease, u64)>,
 }
 
 fn whole(x: f64) -> bool {
@@ -262,6 +272,7 @@ impl Harness {
             tracks: HashMap::new(),
             stored_keys: HashSet::new(),
             copies_left: MAX_COPIES,
+            holders: HashMap::new(),
         }
     }
 
@@ -355,6 +366,95 @@ impl Harness {
                 track.events
             );
         }
+    }
+
+    /// A request of `cost` whole tokens at holder `holder` of `key`: spent from its lease
+    /// when that covers it and is not within the margin of its expiry, else one
+    /// `limit_leased` call that settles the lease and may grant a new one of `want`.
+    fn op_lease_request(&mut self, key: &[u8], holder: u8, cost: u8, want: u8) {
+        let cost_units = u64::from(cost) * UNITS as u64;
+        let options = self.options_of(key);
+        let now = self.now;
+        let id = (key.to_vec(), holder);
+        if let Some((lease, used)) = self.holders.get_mut(&id) {
+            let usable = now.saturating_add(LEASE_MARGIN_NANOS) < lease.expires_at;
+            if usable && *used + cost_units <= lease.billionths {
+                *used += cost_units;
+                let raw = f64::from(cost);
+                self.consumed(key, options, raw, Cost::new(raw).expect("whole"));
+                return;
+            }
+        }
+        let settle = self.holders.remove(&id).map(|(lease, used)| Settlement {
+            id: lease.id,
+            used: Cost::new(used as f64 / 1e9).expect("valid"),
+        });
+        let raw = f64::from(cost);
+        let cost = Cost::new(raw).expect("whole");
+        let want = Cost::new(f64::from(want)).expect("whole");
+        let d = self
+            .limiter
+            .limit_leased(key, cost, None, settle, want, now)
+            .expect("no policy: always valid");
+        check_decision(&d.decision);
+        if d.decision.allowed {
+            self.consumed(key, options, raw, cost);
+        } else {
+            self.stored_keys.insert(key.to_vec());
+        }
+        if let Some(lease) = d.lease {
+            assert!(d.decision.allowed, "a lease with a denial: {d:?}");
+            assert!(lease.expires_at > now);
+            self.holders.insert(id, (lease, 0));
+        }
+        self.status(key);
+    }
+
+    /// Holder `holder` of `key` settles its lease; settling it again returns nothing.
+    fn op_settle(&mut self, key: &[u8], holder: u8) {
+        let Some((lease, used)) = self.holders.remove(&(key.to_vec(), holder)) else {
+            return;
+        };
+        let before = self.status(key);
+        let settlement = Settlement {
+            id: lease.id,
+            used: Cost::new(used as f64 / 1e9).expect("valid"),
+        };
+        let live = lease.expires_at > self.now;
+        let settled = self.limiter.settle(key, settlement, self.now);
+        assert!(settled || !live, "a live lease was not settled");
+        let after = self.status(key);
+        assert!(
+            after.remaining >= before.remaining,
+            "{before:?} -> {after:?}"
+        );
+        let again = self.limiter.settle(key, settlement, self.now);
+        assert!(!again, "a lease settled twice");
+        assert_eq!(
+            self.status(key),
+            after,
+            "a second settle changed the status"
+        );
+    }
+
+    /// A holder of `key` vanishes: its lease is never settled.
+    fn op_vanish(&mut self, key: &[u8], holder: u8) {
+        self.holders.remove(&(key.to_vec(), holder));
+    }
+
+    /// Gives `raw` tokens back to `key`, up to its capacity.
+    fn op_refund(&mut self, key: &[u8], raw: f64) {
+        let before = self.status(key);
+        let Some(tokens) = self.cost(raw) else {
+            return;
+        };
+        self.limiter.refund(key, tokens, self.now);
+        let after = self.status(key);
+        assert!(
+            after.remaining >= before.remaining,
+            "{before:?} -> {after:?}"
+        );
+        self.track(key).end_window();
     }
 
     fn set_now(&mut self, to: Instant) {
@@ -553,7 +653,7 @@ impl Harness {
     /// A denied call succeeds exactly `retry_after_ms` later, if nothing else happens, and
     /// not a millisecond earlier; `None` means it never does.
     fn check_retry(&mut self, key: &[u8], cost: Cost, policy: Option<OptionsPatch>, d: &Decision) {
-        if !self.copies(1) {
+        if self.limiter.has_leases(key) || !self.copies(1) {
             return;
         }
         let now = self.now.as_nanos();
@@ -704,7 +804,9 @@ impl Harness {
             max_tokens: Some(options.max_tokens() as f64),
             refill_every_seconds: Some(options.refill_every_seconds()),
         };
-        fresh.set_options(patch, self.now).expect("the options it had are valid");
+        fresh
+            .set_options(patch, self.now)
+            .expect("the options it had are valid");
         let keys: Vec<Vec<u8>> = self.tracks.keys().cloned().collect();
         for key in &keys {
             if let Some(snapshot) = self.limiter.snapshot(key) {
@@ -733,7 +835,10 @@ impl Harness {
         let keys: Vec<Vec<u8>> = self.tracks.keys().cloned().collect();
         let mut original = self.limiter.clone();
         for other in keys.iter().filter(|k| k.as_slice() != key) {
-            assert_eq!(copy.status(other, self.now), original.status(other, self.now));
+            assert_eq!(
+                copy.status(other, self.now),
+                original.status(other, self.now)
+            );
         }
     }
 
@@ -807,8 +912,25 @@ fuzz_target!(|data: &[u8]| {
                 h.set_now(to);
             }
             14 => h.op_clock(&mut bytes),
-            _ => match bytes.u8() % 3 {
+            _ => match bytes.u8() % 7 {
                 0 => h.op_evict_compare(),
+                3 | 4 => {
+                    let key = bytes.key();
+                    let (holder, cost, want) = (bytes.u8() % 3, bytes.u8() % 4, bytes.u8() % 24);
+                    h.op_lease_request(&key, holder, cost, want);
+                }
+                5 => {
+                    let key = bytes.key();
+                    match bytes.u8() % 3 {
+                        0 => h.op_vanish(&key, bytes.u8() % 3),
+                        _ => h.op_settle(&key, bytes.u8() % 3),
+                    }
+                }
+                6 => {
+                    let key = bytes.key();
+                    let tokens = bytes.number();
+                    h.op_refund(&key, tokens);
+                }
                 1 => {
                     let key = bytes.key();
                     let len = usize::from(bytes.u8() % 40);

@@ -109,17 +109,24 @@ impl Limiter {
         let unfills =
             new.max_tokens() > old.max_tokens() || new.interval_nanos() > old.interval_nanos();
         if unfills || new.unit() != old.unit() {
-            self.store.change_buckets_without_policy(|bucket, leased| {
-                if leased {
-                    // Never dropped while leases are out: it is not full, whatever it holds.
-                    let full = Bucket::from_parts(new.capacity_units(), bucket.last_refill());
-                    return Some(convert(Some(bucket), &old, &new).unwrap_or(full));
-                }
-                if unfills && refill(Some(bucket), &old, now).is_none() {
-                    return None;
-                }
-                convert(Some(bucket), &old, &new)
-            });
+            let leases = &self.leases;
+            self.store
+                .change_buckets_without_policy(|key, bucket, leased| {
+                    if leased {
+                        // Full by now only once its leases have ended; until then it is kept,
+                        // whatever it holds (the refill clamps it to its room).
+                        let leases = leases.of(key);
+                        if unfills && refill_through_leases(bucket, leases, &old, now).is_none() {
+                            return None;
+                        }
+                        let full = Bucket::from_parts(new.capacity_units(), bucket.last_refill());
+                        return Some(convert(Some(bucket), &old, &new).unwrap_or(full));
+                    }
+                    if unfills && refill(Some(bucket), &old, now).is_none() {
+                        return None;
+                    }
+                    convert(Some(bucket), &old, &new)
+                });
         }
         self.options = new;
         Ok(())
@@ -145,7 +152,7 @@ impl Limiter {
 
     pub fn status(&mut self, key: &[u8], now: Instant) -> Status {
         let view = self.view(key, None, now);
-        bucket::status(view.current, &view.options, now)
+        status_of(view.current, &view, now)
     }
 
     /// Forgets the bucket of `key`, its policy and its leases: it is full at its next access.
@@ -325,6 +332,11 @@ impl Limiter {
         self.store.len()
     }
 
+    /// Whether `key` has leases recorded (live or expired but not yet ended by a change).
+    pub fn has_leases(&self, key: &[u8]) -> bool {
+        !self.leases.of(key).is_empty()
+    }
+
     /// Whether `key` has a bucket in memory.
     pub fn holds(&self, key: &[u8]) -> bool {
         self.store.position(key).is_some()
@@ -351,13 +363,12 @@ impl Limiter {
 
     fn stored(&self, key: &[u8], bucket: Bucket, policy: Option<Options>) -> StoredSnapshot {
         let leases = self.leases.of(key).to_vec();
-        // With leases out, it cannot be full before the last one ends, and its refill may
-        // stop until then: full by then plus a whole refill at the latest.
-        let since = leases
-            .iter()
-            .map(|l| l.expires_at)
-            .fold(bucket.last_refill(), Instant::max);
-        let from = Bucket::from_parts(bucket.units(), since);
+        // With leases out, its refill may wait for them, and what is left when they end is
+        // at least nothing: full a whole refill after the last one ends, at the latest.
+        let from = match leases.iter().map(|l| l.expires_at).max() {
+            Some(last) => Bucket::from_parts(0, last.max(bucket.last_refill())),
+            None => bucket,
+        };
         StoredSnapshot {
             full_at_nanos: full_at(from, &policy.unwrap_or(self.options)),
             bytes: Snapshot {
@@ -390,16 +401,15 @@ impl Limiter {
         }
         let options = policy.unwrap_or(self.options);
         // Stored as saved (reads do not refill stored buckets either), unless full by now.
-        let alive = bucket.units() < options.capacity_units()
+        // (With leases out it is never full, whatever its units: they clamp at its room.)
+        let alive = (!leases.is_empty() || bucket.units() < options.capacity_units())
             && refill_through_leases(bucket, &leases, &options, now).is_some();
         if alive {
-            self.store.insert(key, bucket, policy, &self.options, now);
-            if !leases.is_empty() {
-                self.leases.restore(key, &leases);
-                if let Some(at) = self.store.position(key) {
-                    self.store.set_leased(at, true);
-                }
-            }
+            let leased = !leases.is_empty();
+            self.leases.restore(key, &leases);
+            let options = self.options;
+            self.store
+                .insert(key, bucket, policy, leased, &options, now);
         }
         Ok(())
     }
@@ -445,10 +455,16 @@ impl Limiter {
         }
         let before = remembered.unwrap_or(self.options);
         let options = policy.unwrap_or(before);
-        if policy.is_some() && options != before {
-            current = convert(current, &before, &options);
-        }
         let live: Vec<Lease> = leases.into_iter().filter(|l| l.expires_at > now).collect();
+        if policy.is_some() && options != before {
+            let full =
+                current.map(|b| Bucket::from_parts(options.capacity_units(), b.last_refill()));
+            current = convert(current, &before, &options);
+            if !live.is_empty() {
+                // Never full with leases out: the refill below clamps it to its room.
+                current = current.or(full);
+            }
+        }
         let leased = live.iter().map(|l| lease_units(l, &options)).sum();
         View {
             at: stored_at,
@@ -471,21 +487,23 @@ impl Limiter {
         policy: Option<Options>,
         now: Instant,
     ) {
-        match (at, next) {
-            (Some(at), Some(bucket)) => self.store.set(at, bucket, policy),
-            (Some(at), None) => self.store.remove(at),
-            (None, Some(bucket)) => self.store.insert(key, bucket, policy, &self.options, now),
-            (None, None) => {}
-        }
-        if !self.leases.is_empty() {
-            // Leases that expired ended with this change (the view counted them as used).
+        // Leases that expired ended with this change (the view counted them as used).
+        let leased = !self.leases.is_empty() && {
             self.leases.drop_expired(key, now);
-            let leased = !self.leases.of(key).is_empty();
-            if let Some(at) = self.store.position(key) {
+            !self.leases.of(key).is_empty()
+        };
+        match (at, next) {
+            (Some(at), Some(bucket)) => {
+                self.store.set(at, bucket, policy);
                 self.store.set_leased(at, leased);
-            } else if leased {
-                self.leases.forget(key); // unreachable: a bucket with leases out is never full
             }
+            (Some(at), None) => self.store.remove(at),
+            (None, Some(bucket)) => {
+                let options = self.options;
+                self.store
+                    .insert(key, bucket, policy, leased, &options, now);
+            }
+            (None, None) => {}
         }
     }
 
@@ -530,11 +548,7 @@ impl Limiter {
             }
         };
         let window = u128::from(options.max_tokens()).saturating_mul(options.interval_nanos());
-        let mut status = bucket::status(state, options, now);
-        if view.leased > 0 {
-            let next = leased_wait(state, Cost::ONE, view, now).unwrap_or(u128::MAX);
-            status.reset_in_ms = ceil_millis(next.max(1));
-        }
+        let status = status_of(state, view, now);
         Decision {
             allowed,
             status,
@@ -542,6 +556,21 @@ impl Limiter {
             window_ms: ceil_millis(window),
         }
     }
+}
+
+/// The status of a call that left `state`. While the tokens in the bucket and the leased
+/// ones fill it, refill waits for the leases: the next token comes an interval after the
+/// last one ends, at the latest.
+fn status_of(state: Option<Bucket>, view: &View, now: Instant) -> Status {
+    let options = &view.options;
+    let mut status = bucket::status(state, options, now);
+    let units = state.map_or(options.capacity_units(), |b| b.units());
+    if view.leased > 0 && units.saturating_add(view.leased) >= options.capacity_units() {
+        let ends = view.last_expiry.map_or(0, |e| e.as_nanos());
+        let wait = u128::from(ends.saturating_sub(now.as_nanos())) + options.interval_nanos();
+        status.reset_in_ms = ceil_millis(wait);
+    }
+    status
 }
 
 /// A lease's tokens in the units of `options`, rounded up.

@@ -231,12 +231,14 @@ impl Store {
     }
 
     /// Stores a bucket for a key that has none, then sweeps a little. `options` are the
-    /// instance options, for the buckets that have no policy of their own.
+    /// instance options, for the buckets that have no policy of their own; `leased`: the
+    /// key has leases out (see [`Store::set_leased`]).
     pub fn insert(
         &mut self,
         key: &[u8],
         bucket: Bucket,
         policy: Option<Options>,
+        leased: bool,
         options: &Options,
         now: Instant,
     ) {
@@ -250,7 +252,7 @@ impl Store {
             key: Key::new(key),
             bucket,
             policy,
-            leased: false,
+            leased,
         });
         if self.index.len() == 1 && self.slots.len >= SPLIT_AT {
             self.rebuild_index();
@@ -285,12 +287,12 @@ impl Store {
         }
     }
 
-    /// Replaces every bucket without a policy of its own by `change(bucket, leased)`,
+    /// Replaces every bucket without a policy of its own by `change(key, bucket, leased)`,
     /// dropping those that come back `None` (full); O(stored buckets), and it rebuilds the
     /// index.
     pub fn change_buckets_without_policy(
         &mut self,
-        mut change: impl FnMut(Bucket, bool) -> Option<Bucket>,
+        mut change: impl FnMut(&[u8], Bucket, bool) -> Option<Bucket>,
     ) {
         let mut kept = Slots::default();
         for slot in core::mem::take(&mut self.slots)
@@ -299,7 +301,7 @@ impl Store {
             .flatten()
         {
             let bucket = if slot.policy == NO_POLICY {
-                match change(slot.bucket, slot.leased) {
+                match change(slot.key.as_bytes(), slot.bucket, slot.leased) {
                     Some(bucket) => bucket,
                     None => continue,
                 }
