@@ -67,7 +67,7 @@ export class LocalLimits {
    */
   async limit(owner, scope, stub, key, cost = 1, policy = undefined) {
     // Anything unusual goes to the object, which validates it (and throws).
-    if (typeof key !== 'string' || typeof cost !== 'number' || !(cost >= 0 && cost < Infinity)) {
+    if (typeof key !== 'string' || typeof cost !== 'number' || !(cost >= 0 && cost < Infinity) || !plain(policy)) {
       this.calls += 1;
       return stub.limit(key, cost, policy);
     }
@@ -92,7 +92,8 @@ export class LocalLimits {
 
   #localAnswer(entry, cost) {
     const now = this.#clock();
-    if (now < entry.deniedUntil) {
+    // (A cost of 0 always passes at the object: never denied here.)
+    if (now < entry.deniedUntil && cost > 0) {
       const retry = Math.ceil(entry.deniedUntil - now);
       return { ...entry.denial, retry_after_ms: Math.min(entry.denial.retry_after_ms, retry) };
     }
@@ -129,7 +130,15 @@ export class LocalLimits {
     if (lease !== null) request.settle = { id: lease.id, used: lease.used / BILLION };
     entry.lease = null; // settled by this call, or (if it fails) left to expire: fully used
     this.calls += 1;
-    const { lease: granted, ...decision } = await stub.limitLeased(key, cost, policy, request);
+    let answer;
+    try {
+      answer = await stub.limitLeased(key, cost, policy, request);
+    } catch (error) {
+      // Bad input is rejected before anything is settled: the lease is still ours.
+      if (error?.name === 'TypeError' || error?.name === 'RangeError') entry.lease = lease;
+      throw error;
+    }
+    const { lease: granted, ...decision } = answer;
     const now = this.#clock();
     entry.last = decision;
     if (granted !== null && granted.tokens > 0) {
@@ -147,7 +156,8 @@ export class LocalLimits {
       entry.denial = decision;
       entry.want = 0;
     }
-    return decision;
+    // This isolate's view, as in local answers: the bucket and what is left of its lease.
+    return granted === null ? decision : { ...decision, remaining: decision.remaining + granted.tokens };
   }
 
   #entry(owner, name) {
@@ -173,6 +183,13 @@ export class LocalLimits {
       return;
     }
   }
+}
+
+/** Whether `policy` is undefined or an object with no fields but the two of a policy. */
+function plain(policy) {
+  if (policy === undefined) return true;
+  if (typeof policy !== 'object' || policy === null || Array.isArray(policy)) return false;
+  return Object.keys(policy).every((name) => name === 'max_tokens' || name === 'refill_every_seconds');
 }
 
 /** A policy as part of an entry's name: its two numbers, or nothing. */

@@ -4,7 +4,7 @@ use super::bucket::{
     self, convert, full_at, refill, refill_leased, take, wait_for, wait_for_full, Bucket, Status,
 };
 use super::error::{decimal, join, Error};
-use super::lease::{Lease, Leases};
+use super::lease::{Lease, Leases, LEASE_TTL_NANOS};
 use super::options::{Cost, Options, OptionsPatch, UNITS_PER_TOKEN};
 use super::snapshot::{KeyedSnapshot, Snapshot, StoredSnapshot};
 use super::store::Store;
@@ -199,7 +199,9 @@ impl Limiter {
         let outcome = take(view.current, cost, &view.options, now);
         let mut state = outcome.unwrap_or(view.current);
         let mut lease = None;
-        if outcome.is_ok() && want > Cost::ZERO && self.leases.has_room(key) {
+        // (At the end of time a lease would expire as it is granted: none then.)
+        let lasts = now.saturating_add(LEASE_TTL_NANOS) > now;
+        if outcome.is_ok() && want > Cost::ZERO && lasts && self.leases.has_room(key) {
             let options = &view.options;
             let left = state.map_or(options.capacity_units(), |b| b.units());
             let wanted = want.units(options).unwrap_or(options.capacity_units());

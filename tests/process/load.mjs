@@ -1,12 +1,13 @@
 // Load generator of tests/process/load.test.mjs, run as its own process (node load.mjs '<json>'),
 // so the load crosses a real loopback socket between two processes. Keeps `connections`
 // keep-alive connections busy for `seconds`, each sending its next request as soon as the
-// previous answer is read, cycling through `targets` ([{ id, path }]). Prints one JSON line:
+// previous answer is read, cycling through `targets` ([{ id, path, base? }]; `base`, when a
+// target has one, replaces the spec's for that target: another server). Prints one JSON line:
 // { requests, duration_ms, errors, error_samples, targets: { id: { statuses: { code: n }, errors } } }
 import http from 'node:http';
 
 const { base, seconds, connections, targets } = JSON.parse(process.argv[2]);
-const { hostname, port } = new URL(base);
+const origins = new Map(targets.map(({ id, base: own }) => [id, new URL(own ?? base)]));
 const agent = new http.Agent({ keepAlive: true, maxSockets: connections });
 const counts = Object.fromEntries(targets.map(({ id }) => [id, { statuses: {}, errors: 0 }]));
 const errorSamples = [];
@@ -23,6 +24,7 @@ function failed(target, error) {
 function one() {
   const target = targets[next];
   next = (next + 1) % targets.length;
+  const { hostname, port } = origins.get(target.id);
   return new Promise((resolve) => {
     const req = http.get({ agent, hostname, port, path: target.path }, (res) => {
       res.on('data', () => {});

@@ -9,7 +9,14 @@
 // do=<name> names the Durable Object. The key is `key=` (URL-encoded UTF-8), or `kj=` a JSON
 // string literal: UTF-8 cannot carry a lone surrogate, a JSON `\ud800` escape can.
 // A thrown error answers 500 with its stack, so a test shows it instead of a bare failure.
+// For local decisions (tests/process/local.test.mjs), through the middleware:
+//   /mw?class=&do=&name=&max=&every=&local=   rateLimit({ binding, policy: { name, max_tokens,
+//                                             refill_every_seconds }, key: do, local }): 200
+//                                             "allowed" / its 429 / its 503; local=1 uses this
+//                                             isolate's one LocalLimits, else per-request RPC
+//   /local-stats                              { calls, local_answers } of that LocalLimits
 import { DurableRateLimiterServer, RateLimiterServer } from '@delightstack/rate-limiter';
+import { LocalLimits, rateLimit } from '@delightstack/rate-limiter/middleware';
 
 export { DurableRateLimiterServer, RateLimiterServer };
 
@@ -37,11 +44,47 @@ function policyOf(params) {
 const json = (value, status = 200) =>
   new Response(JSON.stringify(value), { status, headers: { 'content-type': 'application/json' } });
 
+// What `local: true` makes (one LocalLimits with the default options for the isolate's life),
+// held here so that /local-stats can read its counters.
+const local = new LocalLimits();
+const limited = new Map(); // options → the wrapped handler: the middleware compiles options once
+
+function limitedHandler(params) {
+  const cls = params.get('class');
+  const binding = cls === 'memory' ? 'LIMITER' : cls === 'durable' ? 'DURABLE' : `no binding for class ${cls}`;
+  const policy = { name: params.get('name') ?? 'default' };
+  const max = numberOf(params, 'max', undefined);
+  const every = numberOf(params, 'every', undefined);
+  if (max !== undefined) policy.max_tokens = max;
+  if (every !== undefined) policy.refill_every_seconds = every;
+  const useLocal = params.get('local') === '1';
+  const id = JSON.stringify([binding, policy, useLocal]);
+  let handler = limited.get(id);
+  if (handler === undefined) {
+    handler = rateLimit({
+      binding,
+      policy,
+      key: (request) => new URL(request.url).searchParams.get('do') ?? 'default',
+      local: useLocal ? local : false,
+    })(() => new Response('allowed'));
+    limited.set(id, handler);
+  }
+  return handler;
+}
+
 export default {
-  async fetch(request, env) {
+  async fetch(request, env, ctx) {
     const url = new URL(request.url);
     const params = url.searchParams;
     if (url.pathname === '/health') return new Response('ok');
+    if (url.pathname === '/local-stats') return json({ calls: local.calls, local_answers: local.localAnswers });
+    if (url.pathname === '/mw') {
+      try {
+        return await limitedHandler(params)(request, env, ctx);
+      } catch (error) {
+        return new Response(String(error?.stack ?? error), { status: 500 });
+      }
+    }
     const cls = params.get('class');
     const ns = cls === 'memory' ? env.LIMITER : cls === 'durable' ? env.DURABLE : undefined;
     if (ns === undefined) return new Response('class must be memory or durable', { status: 400 });

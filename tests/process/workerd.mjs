@@ -1,7 +1,9 @@
 // What the `process` test layer runs in workerd: tests/process/worker.js, its wrangler config and
 // its capnp config. Bundling, starting, stopping and cleanup are tests/support/workerd.mjs's.
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { freePort, get } from '../support/net.mjs';
 import * as workerd from '../support/workerd.mjs';
 
 const WORKER = fileURLToPath(new URL('worker.js', import.meta.url));
@@ -61,4 +63,65 @@ export function startWorkerd(bundle, { disk } = {}) {
       ],
     });
   return workerd.startWorkerd(config, { ready: '/health' });
+}
+
+/**
+ * Like `startWorkerd`, plus `edges` more Worker instances of the same bundle ("edge-0", …),
+ * each its own isolate with its own module state (so its own LocalLimits), without Durable
+ * Objects of its own: their LIMITER and DURABLE bind the namespaces of the worker "main"
+ * (`durableObjectNamespace = (className, serviceName = "main")`), so every edge calls the same
+ * objects. Each edge is served on a loopback socket of its own. Returns the server of
+ * `startWorkerd` plus `edgeBases` (one base URL per edge).
+ */
+export async function startEdgeWorkerd(bundle, { disk, edges }) {
+  const edgePorts = [];
+  while (edgePorts.length < edges) {
+    const port = await freePort();
+    if (!edgePorts.includes(port)) edgePorts.push(port);
+  }
+  const edgeWorkers = edgePorts.map((_, i) => ({
+    name: `edge-${i}`,
+    bundle,
+    bindings: [
+      { name: 'LIMITER', durableObject: 'RateLimiterServer', service: 'main' },
+      { name: 'DURABLE', durableObject: 'DurableRateLimiterServer', service: 'main' },
+    ],
+  }));
+  const config = (port) => {
+    const path = workerd.writeConfig(join(bundle.dir, `config-${++configs}.capnp`), {
+      port,
+      workers: [
+        {
+          name: 'main',
+          bundle,
+          durableObjects: [
+            { className: 'RateLimiterServer', uniqueKey: 'rl-process-memory' },
+            { className: 'DurableRateLimiterServer', uniqueKey: 'rl-process-durable', sql: true },
+          ],
+          storage: disk ? { disk } : undefined,
+          bindings: [
+            { name: 'LIMITER', durableObject: 'RateLimiterServer' },
+            { name: 'DURABLE', durableObject: 'DurableRateLimiterServer' },
+          ],
+        },
+        ...edgeWorkers,
+      ],
+    });
+    // writeConfig serves only the first worker: add one socket per edge.
+    const text = readFileSync(path, 'utf8');
+    const sockets = /^( {2}sockets = \[ )(\(name = "http",[^\n]*\)) \],$/m;
+    if (!sockets.test(text)) throw new Error(`no sockets line of the expected form in ${path}:\n${text}`);
+    const extra = edgePorts.map(
+      (p, i) => `(name = "edge-${i}", address = "127.0.0.1:${p}", http = (), service = "edge-${i}")`,
+    );
+    writeFileSync(path, text.replace(sockets, (_, head, first) => `${head}${[first, ...extra].join(', ')} ],`));
+    return path;
+  };
+  const server = await workerd.startWorkerd(config, { ready: '/health' });
+  const edgeBases = edgePorts.map((p) => `http://127.0.0.1:${p}`);
+  for (const base of edgeBases) {
+    const res = await get(base, '/health');
+    if (res.status !== 200) throw new Error(`edge ${base} answers /health with ${res.status}:\n${server.log()}`);
+  }
+  return { ...server, edgeBases };
 }

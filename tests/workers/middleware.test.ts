@@ -648,7 +648,7 @@ describe('options', () => {
     const policy = { max_tokens: 1 };
     const cases: [unknown, string][] = [
       [undefined, 'rate limit options must be an object, got undefined'],
-      [{ binding: 'LIMITER', polciy: policy }, 'rate limit options have no field "polciy" (the fields are binding, policy, key, cost, denied, failOpen, onError)'],
+      [{ binding: 'LIMITER', polciy: policy }, 'rate limit options have no field "polciy" (the fields are binding, policy, key, cost, denied, failOpen, onError, local)'],
       [{ policy }, 'options.binding must be the name of a Durable Object binding, the namespace or a function of env, got undefined'],
       [{ binding: {}, policy }, 'options.binding must be the name of a Durable Object binding, the namespace or a function of env, got an object'],
       [{ binding: 'LIMITER' }, 'options.policy must be an object, got undefined'],
@@ -663,6 +663,8 @@ describe('options', () => {
       [{ binding: 'LIMITER', policy, denied: new Response() }, 'options.denied must be a function, got an object'],
       [{ binding: 'LIMITER', policy, onError: true }, 'options.onError must be a function, got boolean true'],
       [{ binding: 'LIMITER', policy, failOpen: 'yes' }, 'options.failOpen must be a boolean, got string "yes"'],
+      [{ binding: 'LIMITER', policy, local: 'yes' }, 'options.local must be a boolean, a LocalLimits or its options, got string "yes"'],
+      [{ binding: 'LIMITER', policy, local: { margin: 5 } }, 'options.local has no field "margin" (the fields are marginMs, maxLease, clock)'],
     ];
     for (const [options, message] of cases) {
       let error: Error | undefined;

@@ -1,0 +1,373 @@
+// LocalLimits (`@delightstack/rate-limiter/middleware`): leases spent in the isolate and a
+// denial cache, against the real RateLimiterServer of the node entry behind a stub whose
+// methods return Promises, as RPC does. Time is Date.now() under fake timers (setup.ts): the
+// server reads it, and the client's clock is `() => Date.now()`. Nothing sleeps.
+import { describe, expect, it, vi } from 'vitest';
+import { RateLimiterServer } from '@delightstack/rate-limiter';
+import type { RateLimitDecision, RateLimiterOptions, RateLimitLeaseRequest } from '@delightstack/rate-limiter';
+import { LocalLimits, rateLimit } from '@delightstack/rate-limiter/middleware';
+import type { LocalLimitsOptions } from '@delightstack/rate-limiter/middleware';
+import type { Ctx } from './support';
+import { T0 } from './support';
+
+const at = (ms: number) => vi.setSystemTime(T0 + ms);
+const now = () => Date.now() - T0;
+const SLOW: RateLimiterOptions = { max_tokens: 50, refill_every_seconds: 3600 };
+const BIG: RateLimiterOptions = { max_tokens: 1_000_000, refill_every_seconds: 3600 };
+
+type Call = { method: 'limit' | 'limitLeased'; key: unknown; cost: unknown; lease?: RateLimitLeaseRequest };
+
+/** A stub over `server` that logs every call; `yields` microtask turns before it answers. */
+function stubOf(server: RateLimiterServer, yields = 0) {
+  const calls: Call[] = [];
+  let inFlight = 0;
+  const stats = { maxInFlight: 0 };
+  const pause = async () => {
+    inFlight += 1;
+    stats.maxInFlight = Math.max(stats.maxInFlight, inFlight);
+    for (let i = 0; i < yields; i++) await null;
+    inFlight -= 1;
+  };
+  const stub = {
+    limit: async (key: string, cost?: number, policy?: RateLimiterOptions) => {
+      calls.push({ method: 'limit', key, cost });
+      await pause();
+      return server.limit(key, cost, policy);
+    },
+    limitLeased: async (key: string, cost?: number, policy?: RateLimiterOptions, lease?: RateLimitLeaseRequest) => {
+      calls.push({ method: 'limitLeased', key, cost, lease: structuredClone(lease) });
+      await pause();
+      return server.limitLeased(key, cost, policy, lease);
+    },
+  };
+  return { stub, calls, stats };
+}
+
+/** One isolate (a LocalLimits) on one server, asking about the bucket `key` of scope "o". */
+function isolate(server: RateLimiterServer, options: LocalLimitsOptions = {}, yields = 0) {
+  const { stub, calls, stats } = stubOf(server, yields);
+  const local = new LocalLimits({ clock: () => Date.now(), ...options });
+  const owner = {};
+  const ask = (cost: number = 1, policy: RateLimiterOptions | undefined = SLOW, key = 'k') =>
+    local.limit(owner, 'o', stub, key, cost, policy);
+  return { local, ask, calls, stats, stub, owner };
+}
+
+const newServer = () => new RateLimiterServer({} as Ctx, {});
+
+describe('LocalLimits', () => {
+  it('at a low rate (calls > 1 s apart) every request makes its call, asks no lease, and answers as limit()', async () => {
+    const server = newServer();
+    const twin = newServer();
+    const { local, ask, calls } = isolate(server);
+    const got: RateLimitDecision[] = [];
+    const expected: RateLimitDecision[] = [];
+    // Costs 0 to 2 every 1.001 s on a bucket refilling 1 a second: never denied, often not full.
+    for (let i = 0; i < 60; i++) {
+      at(i * 1001);
+      const cost = [1, 2, 1, 0][i % 4]!;
+      got.push(await ask(cost, { max_tokens: 5, refill_every_seconds: 1 }));
+      expected.push(twin.limit('k', cost, { max_tokens: 5, refill_every_seconds: 1 }));
+    }
+    expect(got).toEqual(expected);
+    expect(got.every((d) => d.allowed)).toBe(true);
+    expect(got.some((d) => d.remaining < 4)).toBe(true);
+    expect(local.calls).toBe(60);
+    expect(local.localAnswers).toBe(0);
+    expect(calls).toHaveLength(60);
+    expect(calls.every((c) => c.method === 'limitLeased' && c.lease?.want === 0 && c.lease.settle === undefined)).toBe(
+      true,
+    );
+  });
+
+  it('at a high rate the lease doubles up to maxLease and calls become rare', async () => {
+    const server = newServer();
+    const { local, ask, calls } = isolate(server);
+    let allowed = 0;
+    for (let i = 0; i < 2000; i++) {
+      at(Math.floor(i / 4)); // 4 requests a millisecond
+      if ((await ask(1, BIG)).allowed) allowed += 1;
+    }
+    expect(allowed).toBe(2000);
+    const wants = calls.map((c) => c.lease?.want);
+    expect(wants.slice(0, 12)).toEqual([0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000]);
+    expect(local.calls).toBe(calls.length);
+    expect(local.calls).toBeLessThanOrEqual(14);
+    expect(local.calls + local.localAnswers).toBe(2000);
+    // Every lease but the last was settled in full: the bucket lacks exactly 2000 + what is still leased.
+    const held = server.getStatus('k').remaining;
+    expect(held).toBeLessThan(1_000_000 - 2000);
+    expect(calls.at(-1)?.lease?.want).toBe(1000);
+    // The last call was made by 499 ms: at 9499 ms its lease is past the local deadline
+    // (9 s after the call) and before the object's expiry (10 s after it).
+    at(9499);
+    await ask(1, BIG);
+    expect(local.calls).toBe(calls.length);
+    expect(calls.at(-1)?.lease?.want).toBe(0);
+    expect(server.getStatus('k').remaining).toBe(1_000_000 - 2001);
+  });
+
+  it('maxLease caps the want; maxLease 0 never leases', async () => {
+    const server = newServer();
+    const capped = isolate(server, { maxLease: 5 });
+    for (let i = 0; i < 200; i++) await capped.ask(1, BIG, 'a');
+    expect(Math.max(...capped.calls.map((c) => c.lease?.want ?? 0))).toBe(5);
+    const none = isolate(server, { maxLease: 0 });
+    for (let i = 0; i < 50; i++) await none.ask(1, BIG, 'b');
+    expect(none.local.calls).toBe(50);
+    expect(none.calls.every((c) => c.lease?.want === 0)).toBe(true);
+  });
+
+  it.each([
+    [1, 200, 50],
+    [0.25, 400, 200],
+    [3, 100, 16],
+    [7, 100, 7],
+  ])('cost %d: %d requests on max_tokens 50 admit exactly %d, in order, with no token lost', async (cost, n, admitted) => {
+    const server = newServer();
+    const { ask, local } = isolate(server);
+    const answers: boolean[] = [];
+    for (let i = 0; i < n; i++) {
+      at(i * 3);
+      answers.push((await ask(cost, SLOW)).allowed);
+    }
+    expect(answers.filter(Boolean)).toHaveLength(admitted);
+    expect(answers.slice(0, admitted).every(Boolean)).toBe(true);
+    expect(local.localAnswers).toBeGreaterThan(0);
+    // The denial settled the last lease: the bucket holds exactly what was not admitted.
+    expect(server.getStatus('k').remaining).toBeCloseTo(50 - admitted * cost, 9);
+  });
+
+  it('a denial is answered locally, the same but for a shrinking retry_after_ms, until it has passed', async () => {
+    const server = newServer();
+    const policy = { max_tokens: 5, refill_every_seconds: 10 };
+    const { ask, local } = isolate(server);
+    let denial: RateLimitDecision | undefined;
+    for (let i = 0; i < 10 && denial === undefined; i++) {
+      at(i);
+      const d = await ask(1, policy);
+      if (!d.allowed) denial = d;
+    }
+    expect(denial).toBeDefined();
+    const deniedAt = now();
+    const r = denial!.retry_after_ms!;
+    expect(r).toBeGreaterThan(9000);
+    // As the object says at that moment.
+    expect(denial).toEqual(server.limit('k', 1, policy));
+    const callsBefore = local.calls;
+    for (const wait of [0, 1, 500, 4000, r - 1]) {
+      at(deniedAt + wait);
+      expect(await ask(1, policy)).toEqual({ ...denial, retry_after_ms: r - wait });
+    }
+    expect(local.calls).toBe(callsBefore);
+    at(deniedAt + r);
+    const after = await ask(1, policy);
+    expect(local.calls).toBe(callsBefore + 1);
+    expect(after.allowed).toBe(true);
+  });
+
+  it('a cost above the capacity (retry_after_ms null) is not cached: each request asks', async () => {
+    const server = newServer();
+    const { ask, local } = isolate(server);
+    for (let i = 0; i < 3; i++) {
+      expect(await ask(51, SLOW)).toMatchObject({ allowed: false, retry_after_ms: null });
+    }
+    expect(local.calls).toBe(3);
+  });
+
+  it('the margin: no local answer at or after sent + ttl_ms - marginMs', async () => {
+    for (const marginMs of [1000, 2500, 0]) {
+      const server = newServer();
+      const { ask, local, calls } = isolate(server, { marginMs });
+      // Calls 1 ms apart: want 0, 1, 2, 4; the fourth call (at 7 ms) leases 4.
+      let t = 0;
+      while (calls.length < 4) {
+        at(t++);
+        await ask(1, BIG);
+      }
+      const sent = now();
+      expect(calls.at(-1)?.lease?.want).toBe(4);
+      const deadline = sent + 10_000 - marginMs;
+      at(deadline - 1);
+      await ask(1, BIG);
+      expect(local.calls).toBe(4);
+      at(deadline);
+      await ask(1, BIG);
+      expect(local.calls).toBe(5);
+      // That call settled the lease: 1 of 4 used, 3 back.
+      expect(calls.at(-1)?.lease?.settle?.used).toBe(1);
+    }
+  });
+
+  it('the next call settles the lease: its unused tokens go back to the bucket', async () => {
+    const server = newServer();
+    const { ask, calls } = isolate(server);
+    let t = 0;
+    while (calls.length < 6) {
+      at(t++);
+      await ask(1, BIG); // leases 0, 1, 2, 4, 8, then 16 on the 6th call
+    }
+    const granted = 16;
+    const admitted = 1 + 2 + 3 + 5 + 9 + 1; // requests so far
+    expect(server.getStatus('k').remaining).toBe(1_000_000 - admitted - granted);
+    for (let i = 0; i < 5; i++) await ask(1, BIG); // 5 of the 16, locally
+    expect(calls).toHaveLength(6);
+    const sent = t - 1; // when the 6th call was made
+    at(sent + 8999);
+    await ask(1, BIG); // still local
+    expect(calls).toHaveLength(6);
+    at(sent + 9000); // the local deadline: a call, which asks for about what was used: 6
+    await ask(1, BIG);
+    expect(calls.at(-1)?.lease).toEqual({ want: 6, settle: { id: expect.any(Number), used: 6 } });
+    expect(server.getStatus('k').remaining).toBe(1_000_000 - admitted - 6 - 1 - 6);
+  });
+
+  it('concurrent requests on one bucket wait for the call in flight: one call at a time, no double settle', async () => {
+    const server = newServer();
+    const { ask, calls, stats, local } = isolate(server, {}, 5);
+    const answers = await Promise.all(Array.from({ length: 120 }, () => ask(1, SLOW)));
+    expect(answers.filter((d) => d.allowed)).toHaveLength(50);
+    expect(stats.maxInFlight).toBe(1);
+    const settled = calls.flatMap((c) => (c.lease?.settle ? [c.lease.settle.id] : []));
+    expect(new Set(settled).size).toBe(settled.length);
+    expect(local.calls + local.localAnswers).toBe(120);
+    expect(server.getStatus('k').remaining).toBe(0);
+  });
+
+  it('two isolates on one bucket never admit more than it allows, and lose no token', async () => {
+    const server = newServer();
+    const a = isolate(server);
+    const b = isolate(server);
+    let seed = 12345;
+    const random = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    let admitted = 0;
+    for (let i = 0; i < 1000; i++) {
+      at(i);
+      const which = random() < 0.5 ? a : b;
+      if ((await which.ask(1, { max_tokens: 100, refill_every_seconds: 3600 })).allowed) admitted += 1;
+    }
+    expect(admitted).toBeLessThanOrEqual(100);
+    expect(admitted).toBeGreaterThan(90);
+    // Both have been denied since, which settled their leases: nothing is held any more.
+    expect(admitted + server.getStatus('k').remaining).toBe(100);
+  });
+
+  it('two isolates and refills: every window of admissions stays within the token-bucket bound', async () => {
+    const server = newServer();
+    const isolates = [isolate(server), isolate(server)];
+    const policy = { max_tokens: 20, refill_every_seconds: 0.5 };
+    let seed = 99;
+    const random = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    const times: number[] = [];
+    let t = 0;
+    while (t < 30_000) {
+      t += Math.floor(random() * 20);
+      at(t);
+      const which = isolates[random() < 0.5 ? 0 : 1]!;
+      if ((await which.ask(1, policy)).allowed) times.push(t);
+    }
+    expect(isolates[0]!.local.localAnswers + isolates[1]!.local.localAnswers).toBeGreaterThan(0);
+    expect(times.length).toBeGreaterThan(60);
+    for (let i = 0; i < times.length; i++) {
+      for (let j = i; j < times.length; j++) {
+        const bound = 20 + Math.floor((times[j]! - times[i]!) / 500);
+        if (j - i + 1 > bound) {
+          throw new Error(`${j - i + 1} admitted in [${times[i]}, ${times[j]}] ms, bound ${bound}`);
+        }
+      }
+    }
+  });
+
+  it('buckets are told apart by owner, scope, key and policy', async () => {
+    const server = newServer();
+    const { local, stub } = isolate(server);
+    const ownerA = {};
+    const ownerB = {};
+    const tiny = { max_tokens: 1, refill_every_seconds: 3600 };
+    expect((await local.limit(ownerA, 'o', stub, 'k', 1, tiny)).allowed).toBe(true);
+    // Each of these is a bucket this isolate has not seen: it asks (and the object decides).
+    await local.limit(ownerB, 'o', stub, 'k', 1, tiny);
+    await local.limit(ownerA, 'p', stub, 'k', 1, tiny);
+    await local.limit(ownerA, 'o', stub, 'j', 1, tiny);
+    await local.limit(ownerA, 'o', stub, 'k', 1, { max_tokens: 2, refill_every_seconds: 3600 });
+    expect(local.calls).toBe(5);
+    expect(local.localAnswers).toBe(0);
+  });
+
+  describe('invalid input goes to the object, which throws', () => {
+    it.each([
+      ['cost -1', -1, SLOW, RangeError, 'cost'],
+      ['cost NaN', NaN, SLOW, RangeError, 'cost'],
+      ['cost Infinity', Infinity, SLOW, RangeError, 'cost'],
+      ['cost a string', '1', SLOW, TypeError, 'cost'],
+      ['policy with a typo', 1, { max_token: 5 }, TypeError, 'policy'],
+      ['policy max_tokens 0', 1, { max_tokens: 0 }, RangeError, 'policy.max_tokens'],
+      ['policy not an object', 1, 5, TypeError, 'policy'],
+    ])('%s', async (_, cost, policy, kind, field) => {
+      const server = newServer();
+      const { ask, local, calls } = isolate(server);
+      at(0);
+      await ask(1, SLOW);
+      const before = server.getStatus('k');
+      const error = await ask(cost as number, policy as RateLimiterOptions).then(
+        () => null,
+        (e: unknown) => e as Error,
+      );
+      expect(error).toBeInstanceOf(kind);
+      expect(error!.message).toContain(field);
+      expect(local.calls).toBe(2);
+      expect(calls).toHaveLength(2);
+      expect(server.getStatus('k')).toEqual(before);
+      // The bucket still answers.
+      expect((await ask(1, SLOW)).allowed).toBe(true);
+    });
+
+    it('a key that is not a string', async () => {
+      const server = newServer();
+      const { local, stub } = isolate(server);
+      const error = await local.limit({}, 'o', stub, 5 as never, 1, SLOW).then(
+        () => null,
+        (e: unknown) => e as Error,
+      );
+      expect(error).toBeInstanceOf(TypeError);
+      expect(error!.message).toContain('key');
+    });
+  });
+
+  it('rejects bad options', () => {
+    const cases: [LocalLimitsOptions, ErrorConstructor, string][] = [
+      [{ marginMs: -1 }, RangeError, 'local.marginMs'],
+      [{ marginMs: 10_000 }, RangeError, 'local.marginMs'],
+      [{ marginMs: NaN }, RangeError, 'local.marginMs'],
+      [{ marginMs: '5' as never }, RangeError, 'local.marginMs'],
+      [{ maxLease: -1 }, RangeError, 'local.maxLease'],
+      [{ maxLease: 1.5 }, RangeError, 'local.maxLease'],
+      [{ maxLease: Infinity }, RangeError, 'local.maxLease'],
+      [{ clock: 5 as never }, TypeError, 'local.clock'],
+    ];
+    for (const [options, kind, field] of cases) {
+      let error: unknown;
+      try {
+        new LocalLimits(options);
+      } catch (e) {
+        error = e;
+      }
+      expect(error, JSON.stringify(options)).toBeInstanceOf(kind);
+      expect((error as Error).message).toContain(field);
+    }
+    expect(() => new LocalLimits({ marginMs: 0, maxLease: 0 })).not.toThrow();
+    expect(() => new LocalLimits({ marginMs: 9999 })).not.toThrow();
+    expect(() => new LocalLimits()).not.toThrow();
+  });
+
+  it('the middleware checks its local option when it is made', () => {
+    const base = { binding: 'LIMITER', policy: SLOW };
+    expect(() => rateLimit({ ...base, local: { marginMs: -1 } })).toThrow(RangeError);
+    expect(() => rateLimit({ ...base, local: { maxLeases: 5 } as never })).toThrow(/options\.local has no field "maxLeases"/);
+    expect(() => rateLimit({ ...base, local: 'yes' as never })).toThrow(TypeError);
+    expect(() => rateLimit({ ...base, local: null as never })).toThrow(TypeError);
+    expect(() => rateLimit({ ...base, local: true })).not.toThrow();
+    expect(() => rateLimit({ ...base, local: new LocalLimits() })).not.toThrow();
+    expect(() => rateLimit({ ...base, local: { maxLease: 10 } })).not.toThrow();
+  });
+});
