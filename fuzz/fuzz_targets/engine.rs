@@ -204,8 +204,9 @@ struct Harness {
     /// Copies of the limiter the checks may still make for this input (copying the store
     /// is what costs most per operation, so long inputs check the first ones only).
     copies_left: u32,
-    /// The lease each simulated holder (key, holder number) spends, and the billionths spent.
-    holders: HashMap<(Vec<u8>, u8), (Lease, u64)>,
+    /// The lease each simulated holder (key, holder number) spends, the billionths spent,
+    /// and the options it was granted under (a later options change does not recall it).
+    holders: HashMap<(Vec<u8>, u8), (Lease, u64, Options)>,
 }
 
 fn whole(x: f64) -> bool {
@@ -373,19 +374,21 @@ impl Harness {
     /// `limit_leased` call that settles the lease and may grant a new one of `want`.
     fn op_lease_request(&mut self, key: &[u8], holder: u8, cost: u8, want: u8) {
         let cost_units = u64::from(cost) * UNITS as u64;
+        // (The status first: a full bucket has forgotten its policy.)
+        self.status(key);
         let options = self.options_of(key);
         let now = self.now;
         let id = (key.to_vec(), holder);
-        if let Some((lease, used)) = self.holders.get_mut(&id) {
+        if let Some((lease, used, granted_under)) = self.holders.get_mut(&id) {
             let usable = now.saturating_add(LEASE_MARGIN_NANOS) < lease.expires_at;
             if usable && *used + cost_units <= lease.billionths {
                 *used += cost_units;
-                let raw = f64::from(cost);
-                self.consumed(key, options, raw, Cost::new(raw).expect("whole"));
+                let (raw, under) = (f64::from(cost), *granted_under);
+                self.consumed(key, under, raw, Cost::new(raw).expect("whole"));
                 return;
             }
         }
-        let settle = self.holders.remove(&id).map(|(lease, used)| Settlement {
+        let settle = self.holders.remove(&id).map(|(lease, used, _)| Settlement {
             id: lease.id,
             used: Cost::new(used as f64 / 1e9).expect("valid"),
         });
@@ -405,14 +408,14 @@ impl Harness {
         if let Some(lease) = d.lease {
             assert!(d.decision.allowed, "a lease with a denial: {d:?}");
             assert!(lease.expires_at > now);
-            self.holders.insert(id, (lease, 0));
+            self.holders.insert(id, (lease, 0, options));
         }
         self.status(key);
     }
 
     /// Holder `holder` of `key` settles its lease; settling it again returns nothing.
     fn op_settle(&mut self, key: &[u8], holder: u8) {
-        let Some((lease, used)) = self.holders.remove(&(key.to_vec(), holder)) else {
+        let Some((lease, used, _)) = self.holders.remove(&(key.to_vec(), holder)) else {
             return;
         };
         let before = self.status(key);

@@ -1,13 +1,11 @@
 //! Leases, for holders that spend tokens locally (the middleware's `local` mode and the
 //! lease client): `limitLeased`, `settle` and `refund`.
 
-use tsify::Ts;
 use wasm_bindgen::prelude::*;
 
 use super::key::encode_key;
 use super::objects::lease_decision_object;
 use super::read::{read_cost, read_lease_request, read_policy, read_settlement};
-use super::types::RateLimitLeaseDecision;
 use super::RateLimiter;
 use crate::engine::Instant;
 
@@ -15,7 +13,7 @@ use crate::engine::Instant;
 impl RateLimiter {
     /// `limit` that also settles the holder's previous lease (`lease.settle`) and may grant
     /// a new one of up to `lease.want` tokens for later requests.
-    #[wasm_bindgen(js_name = limitLeased)]
+    #[wasm_bindgen(js_name = limitLeased, unchecked_return_type = "RateLimitLeaseDecision")]
     pub fn limit_leased(
         &mut self,
         now_ms: f64,
@@ -23,7 +21,7 @@ impl RateLimiter {
         #[wasm_bindgen(unchecked_optional_param_type = "number")] cost: &JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "RateLimiterOptions")] policy: &JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "RateLimitLeaseRequest")] lease: &JsValue,
-    ) -> Result<Ts<RateLimitLeaseDecision>, JsValue> {
+    ) -> Result<JsValue, JsValue> {
         let cost = self.read_key_and_cost(key, cost)?;
         let policy = read_policy(policy, "policy")?;
         let request = read_lease_request(lease, "lease")?;
@@ -32,7 +30,7 @@ impl RateLimiter {
             .engine
             .limit_leased(&self.key, cost, policy, request.settle, request.want, now)
             .map_err(|e| e.within("policy"))?;
-        Ok(Ts::new_unchecked(lease_decision_object(&decision).into()))
+        Ok(lease_decision_object(&decision).into())
     }
 
     /// Ends a lease: `{ id, used }`, the unused part back into the bucket. Returns false

@@ -29,9 +29,8 @@ use read::{read_cost, read_options, read_policy, read_requests};
 use test_hooks::trap_if_asked;
 use tsify::Ts;
 pub use types::{
-    RateLimitAllDecision, RateLimitDecision, RateLimitLease, RateLimitLeaseDecision,
-    RateLimitLeaseRequest, RateLimitRequest, RateLimitSettlement, RateLimiterOptions,
-    RateLimiterStatus,
+    RateLimitAllDecision, RateLimitDecision, RateLimitLease, RateLimitLeaseRequest,
+    RateLimitRequest, RateLimitSettlement, RateLimiterOptions, RateLimiterStatus,
 };
 
 /// What the fast paths (`checkText`, `consumeText`) answer.

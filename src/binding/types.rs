@@ -110,17 +110,16 @@ pub struct RateLimitLease {
     pub ttl_ms: f64,
 }
 
-/// A `limit` decision with the lease granted for later requests, if any.
-#[derive(Tsify)]
-pub struct RateLimitLeaseDecision {
-    pub allowed: bool,
-    pub remaining: f64,
-    pub limit: f64,
-    pub reset_in_ms: f64,
-    #[tsify(type = "number | null")]
-    pub retry_after_ms: Option<f64>,
-    pub window_ms: f64,
-    /// `null` when nothing was granted.
-    #[tsify(type = "RateLimitLease | null")]
-    pub lease: Option<RateLimitLease>,
+// A `limit` decision plus its lease: written by hand, since tsify cannot say `extends`.
+#[wasm_bindgen::prelude::wasm_bindgen(typescript_custom_section)]
+const RATE_LIMIT_LEASE_DECISION: &str = r#"
+/**
+ * A `limit` decision with the lease granted for later requests, if any.
+ */
+export interface RateLimitLeaseDecision extends RateLimitDecision {
+    /**
+     * `null` when nothing was granted.
+     */
+    lease: RateLimitLease | null;
 }
+"#;

@@ -6,12 +6,10 @@
 // sent on every call. Run: node --test tests/process/load.test.mjs   (LOAD_SECONDS=8 for a quick
 // local run; much shorter runs cannot exhaust the larger buckets, and the test says so)
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { get, query } from '../support/net.mjs';
-import { exited, makeTempDir, removeTempDir, stopProcess, track } from '../support/workerd.mjs';
-import { bundleWorker, startWorkerd } from './workerd.mjs';
+import { makeTempDir, removeTempDir } from '../support/workerd.mjs';
+import { bundleWorker, runLoad, startWorkerd } from './workerd.mjs';
 
 const SECONDS = Number(process.env.LOAD_SECONDS ?? 30);
 const CONNECTIONS = 32;
@@ -32,24 +30,6 @@ for (const cls of ['memory', 'durable']) {
 }
 const totalTokens = buckets.reduce((sum, b) => sum + b.max, 0);
 
-/** Runs tests/process/load.mjs as a child process and returns its JSON report. */
-async function runLoad(base) {
-  const spec = { base, seconds: SECONDS, connections: CONNECTIONS, targets: buckets.map(({ id, path }) => ({ id, path })) };
-  const child = track(spawn(process.execPath, [fileURLToPath(new URL('load.mjs', import.meta.url)), JSON.stringify(spec)], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  }));
-  let out = '';
-  let err = '';
-  child.stdout.on('data', (chunk) => (out += chunk));
-  child.stderr.on('data', (chunk) => (err += chunk));
-  // Bounded, so a hung generator fails the test instead of blocking it.
-  const timer = setTimeout(() => stopProcess(child, { signal: 'SIGKILL' }), (SECONDS + 60) * 1000);
-  const { code, signal } = await exited(child);
-  clearTimeout(timer);
-  assert.equal(code, 0, `load generator exited with ${code ?? signal}:\n${err}${out}`);
-  return JSON.parse(out.trim().split('\n').at(-1));
-}
-
 describe(`load: ${SECONDS} s, ${CONNECTIONS} connections from a second process`, () => {
   let bundle;
   let disk;
@@ -66,7 +46,8 @@ describe(`load: ${SECONDS} s, ${CONNECTIONS} connections from a second process`,
       const res = await get(workerd.base, `/setup?${query({ class: b.cls, do: b.do, max: b.max, every: DAY })}`);
       assert.equal(res.status, 200, res.text);
     }
-    report = await runLoad(workerd.base);
+    const targets = buckets.map(({ id, path }) => ({ id, path }));
+    report = await runLoad({ base: workerd.base, seconds: SECONDS, connections: CONNECTIONS, targets });
     for (const b of buckets) {
       statusAfter.set(b.id, await get(workerd.base, `/status?${query({ class: b.cls, do: b.do, key: b.key })}`));
     }

@@ -22,12 +22,10 @@
 //
 // Run: node --test --test-concurrency=1 --test-reporter=tap tests/process/local.test.mjs
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { get, query } from '../support/net.mjs';
-import { exited, makeTmpfsDir, removeTempDir, stopProcess, track } from '../support/workerd.mjs';
-import { bundleWorker, startEdgeWorkerd } from './workerd.mjs';
+import { makeTmpfsDir, removeTempDir } from '../support/workerd.mjs';
+import { bundleWorker, runLoad, startEdgeWorkerd } from './workerd.mjs';
 
 const SECONDS = Number(process.env.LOCAL_LOAD_SECONDS ?? 30);
 const FAR_SECONDS = Number(process.env.LOCAL_FAR_SECONDS ?? 10);
@@ -74,23 +72,6 @@ function targetsOf(buckets, edgeBases) {
   return targets;
 }
 
-/** Runs tests/process/load.mjs as a child process and returns its JSON report. */
-async function runLoad(base, seconds, targets) {
-  const spec = { base, seconds, connections: CONNECTIONS, targets: targets.map(({ id, path, base: b }) => ({ id, path, base: b })) };
-  const child = track(spawn(process.execPath, [fileURLToPath(new URL('load.mjs', import.meta.url)), JSON.stringify(spec)], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  }));
-  let out = '';
-  let err = '';
-  child.stdout.on('data', (chunk) => (out += chunk));
-  child.stderr.on('data', (chunk) => (err += chunk));
-  const timer = setTimeout(() => stopProcess(child, { signal: 'SIGKILL' }), (seconds + 60) * 1000);
-  const { code, signal } = await exited(child);
-  clearTimeout(timer);
-  assert.equal(code, 0, `load generator exited with ${code ?? signal}:\n${err}${out}`);
-  return JSON.parse(out.trim().split('\n').at(-1));
-}
-
 /** The sum over every edge of its LocalLimits counters. */
 async function localStats(edgeBases) {
   const sum = { calls: 0, local_answers: 0, perEdge: [] };
@@ -124,7 +105,8 @@ function perBucket(report, targets) {
 async function phase(server, buckets, seconds) {
   const targets = targetsOf(buckets, server.edgeBases);
   const before = await localStats(server.edgeBases);
-  const report = await runLoad(server.base, seconds, targets);
+  const spec = targets.map(({ id, path, base }) => ({ id, path, base }));
+  const report = await runLoad({ base: server.base, seconds, connections: CONNECTIONS, targets: spec });
   const afterStats = await localStats(server.edgeBases);
   const counts = perBucket(report, targets);
   const modes = {};

@@ -1,5 +1,7 @@
 // What the `process` test layer runs in workerd: tests/process/worker.js, its wrangler config and
 // its capnp config. Bundling, starting, stopping and cleanup are tests/support/workerd.mjs's.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -46,23 +48,26 @@ export function startWorkerd(bundle, { disk } = {}) {
   const config = (port) =>
     workerd.writeConfig(join(bundle.dir, `config-${++configs}.capnp`), {
       port,
-      workers: [
-        {
-          name: 'main',
-          bundle,
-          durableObjects: [
-            { className: 'RateLimiterServer', uniqueKey: 'rl-process-memory' },
-            { className: 'DurableRateLimiterServer', uniqueKey: 'rl-process-durable', sql: true },
-          ],
-          storage: disk ? { disk } : undefined,
-          bindings: [
-            { name: 'LIMITER', durableObject: 'RateLimiterServer' },
-            { name: 'DURABLE', durableObject: 'DurableRateLimiterServer' },
-          ],
-        },
-      ],
+      workers: [mainWorker(bundle, disk)],
     });
   return workerd.startWorkerd(config, { ready: '/health' });
+}
+
+/** The worker "main": the bundle with both classes, bound as LIMITER and DURABLE. */
+function mainWorker(bundle, disk) {
+  return {
+    name: 'main',
+    bundle,
+    durableObjects: [
+      { className: 'RateLimiterServer', uniqueKey: 'rl-process-memory' },
+      { className: 'DurableRateLimiterServer', uniqueKey: 'rl-process-durable', sql: true },
+    ],
+    storage: disk ? { disk } : undefined,
+    bindings: [
+      { name: 'LIMITER', durableObject: 'RateLimiterServer' },
+      { name: 'DURABLE', durableObject: 'DurableRateLimiterServer' },
+    ],
+  };
 }
 
 /**
@@ -90,22 +95,7 @@ export async function startEdgeWorkerd(bundle, { disk, edges }) {
   const config = (port) => {
     const path = workerd.writeConfig(join(bundle.dir, `config-${++configs}.capnp`), {
       port,
-      workers: [
-        {
-          name: 'main',
-          bundle,
-          durableObjects: [
-            { className: 'RateLimiterServer', uniqueKey: 'rl-process-memory' },
-            { className: 'DurableRateLimiterServer', uniqueKey: 'rl-process-durable', sql: true },
-          ],
-          storage: disk ? { disk } : undefined,
-          bindings: [
-            { name: 'LIMITER', durableObject: 'RateLimiterServer' },
-            { name: 'DURABLE', durableObject: 'DurableRateLimiterServer' },
-          ],
-        },
-        ...edgeWorkers,
-      ],
+      workers: [mainWorker(bundle, disk), ...edgeWorkers],
     });
     // writeConfig serves only the first worker: add one socket per edge.
     const text = readFileSync(path, 'utf8');
@@ -124,4 +114,24 @@ export async function startEdgeWorkerd(bundle, { disk, edges }) {
     if (res.status !== 200) throw new Error(`edge ${base} answers /health with ${res.status}:\n${server.log()}`);
   }
   return { ...server, edgeBases };
+}
+
+/**
+ * Runs tests/process/load.mjs as a child process: `connections` keep-alive connections on
+ * `targets` (`{ id, path, base? }`) for `seconds`, and returns its JSON report. Bounded, so a
+ * hung generator fails the test instead of blocking it.
+ */
+export async function runLoad({ base, seconds, connections, targets }) {
+  const spec = { base, seconds, connections, targets };
+  const script = fileURLToPath(new URL('load.mjs', import.meta.url));
+  const child = workerd.track(spawn(process.execPath, [script, JSON.stringify(spec)], { stdio: ['ignore', 'pipe', 'pipe'] }));
+  let out = '';
+  let err = '';
+  child.stdout.on('data', (chunk) => (out += chunk));
+  child.stderr.on('data', (chunk) => (err += chunk));
+  const timer = setTimeout(() => workerd.stopProcess(child, { signal: 'SIGKILL' }), (seconds + 60) * 1000);
+  const { code, signal } = await workerd.exited(child);
+  clearTimeout(timer);
+  assert.equal(code, 0, `load generator exited with ${code ?? signal}:\n${err}${out}`);
+  return JSON.parse(out.trim().split('\n').at(-1));
 }
