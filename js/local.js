@@ -26,8 +26,12 @@ class Entry {
   last = null;
   /** When the previous request on the bucket came (isolate clock, ms). */
   previousAt = -Infinity;
-  /** The call in flight: requests for the same bucket wait for it instead of racing it. */
-  pending = null;
+  /**
+   * Whether a call that settles or takes a lease is in flight. Requests on the bucket meanwhile
+   * make plain calls: awaiting another request's call is not allowed in Workers (the wait
+   * would continue in that request's context, and its I/O is not ours).
+   */
+  leasing = false;
 }
 
 export class LocalLimits {
@@ -72,22 +76,26 @@ export class LocalLimits {
       return stub.limit(key, cost, policy);
     }
     const entry = this.#entry(owner, `${scope}\u0000${key}\u0000${policyName(policy)}`);
-    while (entry.pending !== null) await entry.pending;
     const local = this.#localAnswer(entry, cost);
     if (local !== null) {
       this.localAnswers += 1;
       return local;
     }
-    const call = this.#call(entry, stub, key, cost, policy);
-    entry.pending = call.then(
-      () => undefined,
-      () => undefined,
-    );
+    if (entry.leasing) return this.#plainCall(entry, stub, key, cost, policy);
+    entry.leasing = true;
     try {
-      return await call;
+      return await this.#call(entry, stub, key, cost, policy);
     } finally {
-      entry.pending = null;
+      entry.leasing = false;
     }
+  }
+
+  /** One call for this request only: no lease settled or taken. */
+  async #plainCall(entry, stub, key, cost, policy) {
+    this.calls += 1;
+    const decision = await stub.limit(key, cost, policy);
+    this.#remember(entry, decision, this.#clock());
+    return decision;
   }
 
   #localAnswer(entry, cost) {
@@ -139,8 +147,7 @@ export class LocalLimits {
       throw error;
     }
     const { lease: granted, ...decision } = answer;
-    const now = this.#clock();
-    entry.last = decision;
+    this.#remember(entry, decision, this.#clock());
     if (granted !== null && granted.tokens > 0) {
       entry.lease = {
         id: granted.id,
@@ -150,14 +157,19 @@ export class LocalLimits {
         deadline: sent + granted.ttl_ms - this.#marginMs,
       };
     }
+    // This isolate's view, as in local answers: the bucket and what is left of its lease.
+    return granted === null ? decision : { ...decision, remaining: decision.remaining + granted.tokens };
+  }
+
+  /** The decision's fields for local answers, and a denial to repeat until its retry time. */
+  #remember(entry, decision, now) {
+    entry.last = decision;
     if (!decision.allowed && decision.retry_after_ms !== null && decision.retry_after_ms > 0) {
       // From now, not from when the object decided: locally it can only be stricter.
       entry.deniedUntil = now + decision.retry_after_ms;
       entry.denial = decision;
       entry.want = 0;
     }
-    // This isolate's view, as in local answers: the bucket and what is left of its lease.
-    return granted === null ? decision : { ...decision, remaining: decision.remaining + granted.tokens };
   }
 
   #entry(owner, name) {
@@ -178,7 +190,7 @@ export class LocalLimits {
 
   #forgetOldest() {
     for (const [name, entry] of this.#entries) {
-      if (entry.pending !== null) continue;
+      if (entry.leasing) continue;
       this.#entries.delete(name);
       return;
     }

@@ -155,7 +155,10 @@ export declare function checkRateLimit<E, C = undefined>(
   context?: C,
 ): Promise<RateLimitCheck>;
 
-/** A copy of `response` with the headers added (RateLimit lists appended, others kept). */
+/**
+ * `response` with the headers added (RateLimit lists appended, others kept): in place when
+ * its headers can change, else on a copy (a response from `fetch()`, say).
+ */
 export declare function withHeaders(response: Response, headers: Record<string, string>): Response;
 
 /**

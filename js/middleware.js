@@ -268,12 +268,24 @@ function addHeaders(response, headers, needs) {
   }
   const names = Object.keys(headers);
   if (names.length === 0) return response;
-  const out = new Response(response.body, response);
-  for (const name of names) {
-    if (name === 'RateLimit' || name === 'RateLimit-Policy') out.headers.append(name, headers[name]);
-    else if (!out.headers.has(name)) out.headers.set(name, headers[name]);
+  try {
+    // The handler's own response: its headers take the new ones in place, without a copy.
+    putHeaders(response.headers, headers, names);
+    return response;
+  } catch {
+    // Immutable headers (a response from fetch(), say): the first change throws, so
+    // nothing was changed; a copy takes them.
   }
+  const out = new Response(response.body, response);
+  putHeaders(out.headers, headers, names);
   return out;
+}
+
+function putHeaders(target, headers, names) {
+  for (const name of names) {
+    if (name === 'RateLimit' || name === 'RateLimit-Policy') target.append(name, headers[name]);
+    else if (!target.has(name)) target.set(name, headers[name]);
+  }
 }
 
 /**

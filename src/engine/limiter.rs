@@ -220,7 +220,9 @@ impl Limiter {
         }
         let mut view = view;
         if let Some(lease) = &lease {
-            view.leased += lease_units(lease, &view.options);
+            view.leased = view
+                .leased
+                .saturating_add(lease_units(lease, &view.options));
             view.last_expiry = view.last_expiry.max(Some(lease.expires_at));
         }
         let decision = self.decision(outcome.is_ok(), state, cost, &view, now);
@@ -467,7 +469,7 @@ impl Limiter {
                 current = current.or(full);
             }
         }
-        let leased = live.iter().map(|l| lease_units(l, &options)).sum();
+        let leased = leased_units(&live, &options);
         View {
             at: stored_at,
             current: refill_leased(current, leased, &options, now),
@@ -569,10 +571,18 @@ fn status_of(state: Option<Bucket>, view: &View, now: Instant) -> Status {
     let units = state.map_or(options.capacity_units(), |b| b.units());
     if view.leased > 0 && units.saturating_add(view.leased) >= options.capacity_units() {
         let ends = view.last_expiry.map_or(0, |e| e.as_nanos());
-        let wait = u128::from(ends.saturating_sub(now.as_nanos())) + options.interval_nanos();
+        let wait = u128::from(ends.saturating_sub(now.as_nanos()))
+            .saturating_add(options.interval_nanos());
         status.reset_in_ms = ceil_millis(wait);
     }
     status
+}
+
+/// The tokens of `leases` in the units of `options`, rounded up (saturating).
+fn leased_units(leases: &[Lease], options: &Options) -> u64 {
+    leases
+        .iter()
+        .fold(0, |sum: u64, l| sum.saturating_add(lease_units(l, options)))
 }
 
 /// A lease's tokens in the units of `options`, rounded up.
@@ -588,7 +598,7 @@ fn refill_through_leases(
     options: &Options,
     now: Instant,
 ) -> Option<Bucket> {
-    let mut leased: u64 = leases.iter().map(|l| lease_units(l, options)).sum();
+    let mut leased = leased_units(leases, options);
     let mut current = Some(bucket);
     // The expired ones in order of expiry (a key has few leases: no sort needed).
     let mut ended = Instant::default();
@@ -626,7 +636,8 @@ fn leased_wait(state: Option<Bucket>, cost: Cost, view: &View, now: Instant) -> 
         .map_or(0, |e| e.as_nanos())
         .max(now.as_nanos());
     let refills = u128::from((needed - units).div_ceil(options.unit()));
-    let wait = u128::from(ends - now.as_nanos()) + refills.saturating_mul(options.interval_nanos());
+    let wait = u128::from(ends - now.as_nanos())
+        .saturating_add(refills.saturating_mul(options.interval_nanos()));
     Some(wait)
 }
 

@@ -20,23 +20,23 @@ type Call = { method: 'limit' | 'limitLeased'; key: unknown; cost: unknown; leas
 /** A stub over `server` that logs every call; `yields` microtask turns before it answers. */
 function stubOf(server: RateLimiterServer, yields = 0) {
   const calls: Call[] = [];
-  let inFlight = 0;
-  const stats = { maxInFlight: 0 };
-  const pause = async () => {
-    inFlight += 1;
-    stats.maxInFlight = Math.max(stats.maxInFlight, inFlight);
+  const inFlight = { limit: 0, limitLeased: 0 };
+  const stats = { maxInFlight: { limit: 0, limitLeased: 0 } };
+  const pause = async (method: 'limit' | 'limitLeased') => {
+    inFlight[method] += 1;
+    stats.maxInFlight[method] = Math.max(stats.maxInFlight[method], inFlight[method]);
     for (let i = 0; i < yields; i++) await null;
-    inFlight -= 1;
+    inFlight[method] -= 1;
   };
   const stub = {
     limit: async (key: string, cost?: number, policy?: RateLimiterOptions) => {
       calls.push({ method: 'limit', key, cost });
-      await pause();
+      await pause('limit');
       return server.limit(key, cost, policy);
     },
     limitLeased: async (key: string, cost?: number, policy?: RateLimiterOptions, lease?: RateLimitLeaseRequest) => {
       calls.push({ method: 'limitLeased', key, cost, lease: structuredClone(lease) });
-      await pause();
+      await pause('limitLeased');
       return server.limitLeased(key, cost, policy, lease);
     },
   };
@@ -222,12 +222,13 @@ describe('LocalLimits', () => {
     expect(server.getStatus('k').remaining).toBe(1_000_000 - admitted - 6 - 1 - 6);
   });
 
-  it('concurrent requests on one bucket wait for the call in flight: one call at a time, no double settle', async () => {
+  it('concurrent requests on one bucket: one lease call at a time, plain calls meanwhile, no double settle', async () => {
     const server = newServer();
     const { ask, calls, stats, local } = isolate(server, {}, 5);
     const answers = await Promise.all(Array.from({ length: 120 }, () => ask(1, SLOW)));
     expect(answers.filter((d) => d.allowed)).toHaveLength(50);
-    expect(stats.maxInFlight).toBe(1);
+    expect(stats.maxInFlight.limitLeased).toBe(1);
+    expect(stats.maxInFlight.limit).toBeGreaterThan(1); // the others did not wait
     const settled = calls.flatMap((c) => (c.lease?.settle ? [c.lease.settle.id] : []));
     expect(new Set(settled).size).toBe(settled.length);
     expect(local.calls + local.localAnswers).toBe(120);
