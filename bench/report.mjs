@@ -3,7 +3,8 @@
 // per bucket), latency.json (tail latency), size.json (size), churn.json (key churn) from the
 // Node benches, engine.log (native speed, `ENGINE_BENCH` lines of `cargo bench --bench
 // engine`), e2e.json or e2e.log (end-to-end throughput and durable overhead, bench/e2e/run.mjs),
-// workerd-loop.log, wake.json (wake-up cost, bench/e2e/wake.mjs) and status.txt (what
+// workerd-loop.log, wake.json (wake-up cost, bench/e2e/wake.mjs), local.json (local decisions,
+// bench/e2e/local.mjs) and status.txt (what
 // scripts/bench.sh ran, skipped or saw fail).
 // Prints the same tables to stdout. Asserts nothing.
 import { execFileSync } from 'node:child_process';
@@ -46,6 +47,7 @@ const latency = usable('latency') ? readJson('latency.json') : null;
 const size = usable('size') ? readJson('size.json') : null;
 const e2eJson = usable('e2e') ? readJson('e2e.json') : null;
 const wake = usable('wake') ? readJson('wake.json') : null;
+const local = usable('local') ? readJson('local.json') : null;
 const e2eLines = usable('e2e') ? (read('e2e.log') ?? '').split('\n').filter((l) => l.startsWith('E2E ')) : [];
 const engineLog = usable('engine') ? read('engine.log') ?? '' : '';
 const engine = [];
@@ -361,6 +363,50 @@ section(() => {
   out();
   addGoal('wake-up cost', `wake-up: first call at ${fmt(big.rows)} rows (lazy)`, `${fmt(big.first_call_lazy_us, 1)} µs`, `empty DO ${fmt(wake.first_call_empty_us, 1)} µs`, fmtRatio(big.lazy_over_empty), '(measure)', null);
   addGoal('wake-up cost', `wake-up: full load of ${fmt(big.rows)} rows`, `${fmt(big.first_call_full_load_us / 1000, 1)} ms`, `lazy ${fmt(big.first_call_lazy_us, 1)} µs`, fmtRatio(big.full_over_lazy, 0), '(measure)', null);
+});
+
+// local decisions: the middleware's `local` option beside per-request RPC and no limiter
+section(() => {
+  out('## Local decisions: the middleware with `local` leases, far from and at the limit');
+  out();
+  if (!local?.variants) return missing('bench/e2e/local.mjs', 'local');
+  const p = local.params ?? {};
+  const by = Object.fromEntries(local.variants.map((v) => [v.name, v]));
+  const r = local.ratios ?? {};
+  const gl = local.goals ?? {};
+  out(`\`bench/e2e/local.mjs\`, in workerd: one Worker whose handler answers at once, alone (\`none\`), behind \`rateLimit({ binding, policy, key })\` with one \`limit()\` RPC per request (\`rpc-*\`), and behind the same with \`local\` (\`local-*\`: a \`LocalLimits\` of its own takes leases of tokens in one \`limitLeased\` RPC and spends them in the isolate, and after a denial answers locally until the retry time has passed). *Far* from the limit the policy is ${p.far_policy ?? 'max_tokens 1e9'}: every request is allowed. *At* the limit it is ${p.at_limit_policy ?? '?'} (one token per ${p.at_limit_interval_ms ?? '?'} ms), far below the offered load. \`headers\` (no limiter, no goal) is the handler plus only what the middleware does to an allowed response besides deciding (\`rateLimitHeaders\`, then \`withHeaders\`: a copy of the response with the headers), to show which part of the middleware's cost is not the limiter's. Each variant and round has its own key (its own Durable Object of ${p.binding ?? 'RateLimiterServer'}) and its own \`LocalLimits\`; the warm-up runs on another key, so every measured bucket starts full. The Worker counts requests, admitted (200) and denied (429) answers and the \`LocalLimits\` counters (\`calls\`, \`localAnswers\`). Load: ${local.machine?.load_generator ?? 'load generator'}, ${p.connections ?? '?'} connections, one key per variant, ${p.warmup_s ?? '?'} s warm-up + ${p.duration_s ?? '?'} s per variant, ${p.rounds ?? '?'} interleaved round(s). ${local.notes ?? ''}`);
+  out();
+  const rpcs = (v) => (v.rpcs_per_request === null || v.rpcs_per_request === undefined ? '—' : v.rpcs_per_request === 0 ? '0' : v.rpcs_per_request === 1 ? '1' : fmt(v.rpcs_per_request, 4));
+  table(
+    ['variant', 'requests/s', 'p50', 'p99', 'requests answered', 'admitted', 'denied', 'RPCs', 'RPCs per request', 'bound', 'errors'],
+    local.variants.map((v) => [
+      v.name,
+      fmt(v.rps),
+      `${v.p50_ms} ms`,
+      `${v.p99_ms} ms`,
+      fmt(v.answered ?? v.requests),
+      fmt(v.admitted),
+      fmt(v.denied),
+      fmt(v.calls),
+      rpcs(v),
+      v.bound === null || v.bound === undefined ? '' : fmt(v.bound),
+      fmt(v.errors),
+    ]),
+  );
+  out(`Far from the limit: \`local-far\` ${fmtRatio(r.local_far_over_none_rps, 3)} the requests/s of \`none\` (\`rpc-far\` ${fmtRatio(r.rpc_far_over_none_rps, 3)}, \`headers\` ${fmtRatio(r.headers_over_none_rps, 3)}), with ${r.local_far_rpcs_per_request ?? '—'} RPCs per request. At the limit: \`local-limit\` admitted ${by['local-limit'] ? fmt(by['local-limit'].admitted) : '—'} of a bound of ${by['local-limit'] ? fmt(by['local-limit'].bound) : '—'} (${fmtRatio(r.local_limit_over_bound_admitted, 3)}), \`rpc-limit\` ${by['rpc-limit'] ? fmt(by['rpc-limit'].admitted) : '—'} of ${by['rpc-limit'] ? fmt(by['rpc-limit'].bound) : '—'} (${fmtRatio(r.rpc_limit_over_bound_admitted, 3)}): local / per-request ${fmtRatio(r.local_limit_over_rpc_limit_admitted_per_bound, 3)} relative to each run's bound (the two runs' windows differ by a few ms; raw ${fmtRatio(r.local_limit_over_rpc_limit_admitted, 3)}); the worst round was ${by['local-limit']?.max_over_bound ?? '—'} tokens from its bound (local) and ${by['rpc-limit']?.max_over_bound ?? '—'} (per-request); at the limit \`local-limit\` made ${r.local_limit_rpcs_per_request ?? '—'} RPCs per request and served ${fmtRatio(r.local_limit_over_rpc_limit_rps, 2)} the requests/s of \`rpc-limit\`.`);
+  out();
+  if (by['local-far'] && by.none) {
+    addGoal('local decisions', 'workerd: local-far requests/s', fmt(by['local-far'].rps), `no limiter ${fmt(by.none.rps)}`, fmtRatio(r.local_far_over_none_rps, 3), '≥ 0.9× no limiter', gl.local_far_ge_0_9_none_rps);
+  }
+  if (by['local-far']) {
+    addGoal('local decisions', 'workerd: local-far RPCs per request', String(r.local_far_rpcs_per_request), 'per-request RPC 1', String(r.local_far_rpcs_per_request), '≤ 0.02', gl.local_far_le_0_02_rpcs_per_request);
+  }
+  if (by['local-limit'] && by['rpc-limit']) {
+    addGoal('local decisions', 'workerd: admitted at the limit, local (per bound)', `${fmt(by['local-limit'].admitted)} / ${fmt(by['local-limit'].bound)}`, `per-request RPC ${fmt(by['rpc-limit'].admitted)} / ${fmt(by['rpc-limit'].bound)}`, fmtRatio(r.local_limit_over_rpc_limit_admitted_per_bound, 3), '0.95× – 1.0× per-request', gl.local_limit_admitted_0_95_to_1_0_rpc);
+  }
+  if (by['local-limit']) {
+    addGoal('local decisions', 'workerd: local admitted − bound, worst round', String(by['local-limit'].max_over_bound), `bound max_tokens + floor(T / interval)`, '', '≤ 0', gl.local_limit_never_above_bound);
+  }
 });
 
 // ---- chart ----

@@ -14,11 +14,13 @@
 #        bench/e2e/run.mjs -> bench/out/e2e.log, e2e.json (end-to-end throughput, durable overhead)
 #        bench/workerd-loop/run.mjs -> bench/out/workerd-loop.log (per call inside workerd)
 #        bench/e2e/wake.mjs -> bench/out/wake.log, wake.json (wake-up cost)
+#        bench/e2e/local.mjs -> bench/out/local.log, local.json (local decisions)
 #   6. node bench/report.mjs            -> bench/RESULTS.md, bench/keys.svg
 # A part that fails does not stop the others; the report says so and the script exits 1.
 # Environment: BENCH_SKIP="engine e2e" skips parts (floor, engine, consume, memory, latency,
-# size, churn, e2e, workerd-loop, wake); BENCH_NO_BUILD=1 never rebuilds the package (only
-# builds it when missing); ROUNDS=3 DURATION=6 for bench/e2e/run.mjs.
+# size, churn, e2e, workerd-loop, wake, local); BENCH_NO_BUILD=1 never rebuilds the package
+# (only builds it when missing); ROUNDS=3 DURATION=6 for bench/e2e/run.mjs and
+# bench/e2e/local.mjs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/node_modules/.bin:$HOME/.cargo/bin:$PATH"
@@ -26,7 +28,7 @@ export PATH="$PWD/node_modules/.bin:$HOME/.cargo/bin:$PATH"
 OUT=bench/out
 mkdir -p "$OUT"
 # Results of an earlier run must not pass for this one's.
-rm -f "$OUT"/{consume,memory,latency,size,e2e,churn,wake}.json "$OUT"/{floor-build,engine,consume,memory,latency,size,e2e,workerd-loop,wake}.log "$OUT"/status.txt
+rm -f "$OUT"/{consume,memory,latency,size,e2e,churn,wake,local}.json "$OUT"/{floor-build,engine,consume,memory,latency,size,e2e,workerd-loop,wake,local}.log "$OUT"/status.txt
 STATUS="$OUT/status.txt"
 START=$(date +%s)
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?')
@@ -105,6 +107,9 @@ if [ -f bench/e2e/run.mjs ]; then
   part e2e "$OUT/e2e.log" env ROUNDS="${ROUNDS:-3}" DURATION="${DURATION:-6}" node bench/e2e/run.mjs
   part workerd-loop "$OUT/workerd-loop.log" node bench/workerd-loop/run.mjs
   part wake "$OUT/wake.log" node bench/e2e/wake.mjs
+  # The middleware's `local` option beside per-request RPC and no limiter, far from and at the
+  # limit; interleaved rounds like e2e.
+  part local "$OUT/local.log" env ROUNDS="${ROUNDS:-3}" DURATION="${DURATION:-6}" node bench/e2e/local.mjs
 else
   record e2e skipped 0 "bench/e2e/run.mjs not present"
 fi

@@ -23,25 +23,24 @@
 // variant), LOADGEN=wrk|node, VARIANTS="floor plain-js …" (subset, in order), TMPFS=/dev/shm
 // (a tmpfs directory for the SQLite files of durable-consume and durable-limit; their `-disk`
 // twins keep theirs under TMPDIR, normally /tmp on the machine's disk).
-import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { appendFileSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { appendFileSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   bundleWorker,
   COMPAT_DATE,
-  exited,
   makeTempDir,
   makeTmpfsDir,
   PACKAGE,
   ROOT,
   startWorkerd,
-  track,
   WRANGLER,
   workerdVersion,
   wranglerConfig,
   writeConfig,
 } from '../../tests/support/workerd.mjs';
 import { get } from '../../tests/support/net.mjs';
+import { chooseLoadGenerator, runLoadGenerator } from './loadgen.mjs';
 
 const HERE = new URL('.', import.meta.url).pathname;
 const OUT_DIR = join(ROOT, 'bench', 'out');
@@ -92,31 +91,15 @@ if (!existsSync(join(PACKAGE, 'rate_limiter_bg.wasm'))) {
   execFileSync('bash', [join(ROOT, 'scripts/build.sh')], { stdio: 'inherit' });
 }
 
-// ---- load generator: wrk (installed from Debian when missing), else Node ----
-const has = (cmd) => spawnSync('sh', ['-c', `command -v ${cmd}`], { stdio: 'ignore' }).status === 0;
-let LOADGEN = env.LOADGEN ?? 'wrk';
-if (LOADGEN === 'wrk' && !has('wrk')) {
-  if (process.getuid?.() === 0 && has('apt-get')) {
-    log('installing wrk with apt-get');
-    const apt = (...args) =>
-      spawnSync('apt-get', ['-qq', ...args], { stdio: 'ignore', env: { ...env, DEBIAN_FRONTEND: 'noninteractive' } }).status === 0;
-    if (!apt('install', '-y', 'wrk')) apt('update') && apt('install', '-y', 'wrk');
-  }
-  if (!has('wrk')) {
-    log('wrk unavailable: falling back to the Node load generator');
-    LOADGEN = 'node';
-  }
-}
-let LOADGEN_VERSION;
-if (LOADGEN === 'wrk') {
-  const v = spawnSync('wrk', ['-v'], { encoding: 'utf8' });
-  LOADGEN_VERSION = `${v.stdout}${v.stderr}`.split('\n')[0].split(/\s+/).slice(0, 2).join(' ');
-} else if (LOADGEN === 'node') {
-  LOADGEN_VERSION = `node ${process.version} (bench/e2e/load.mjs)`;
-} else {
-  log('LOADGEN must be wrk or node');
+// ---- load generator ----
+let LOAD_GENERATOR;
+try {
+  LOAD_GENERATOR = chooseLoadGenerator(env.LOADGEN ?? 'wrk', log);
+} catch (error) {
+  log(error.message);
   process.exit(2);
 }
+const LOADGEN_VERSION = LOAD_GENERATOR.version;
 
 // ---- bundle with wrangler, storage dirs, the capnp config ----
 log('bundling bench/e2e/worker.js with wrangler deploy --dry-run');
@@ -189,23 +172,12 @@ for (const v of VARIANTS) {
 // ---- load ----
 /** Runs the load generator on `path` for `seconds` (tag: the run tag); returns its output. */
 async function runLoad(path, seconds, outFile, tag) {
-  const out = openSync(outFile, 'w');
-  const child =
-    LOADGEN === 'wrk'
-      ? spawn(
-          'wrk',
-          ['-t', String(WRK_THREADS), '-c', String(CONNECTIONS), '-d', `${seconds}s`, '--latency', '--timeout', '10s', '-s', join(HERE, 'load.lua'), BASE],
-          { stdio: ['ignore', out, out], env: { ...env, E2E_VARIANT: path, E2E_CLIENTS: String(CLIENTS), E2E_TAG: tag } },
-        )
-      : spawn(process.execPath, [join(HERE, 'load.mjs'), BASE, path, String(CLIENTS), String(CONNECTIONS), String(seconds), tag], {
-          stdio: ['ignore', out, out],
-        });
-  closeSync(out); // the child has its own copy
-  track(child);
-  const { code, signal } = await exited(child);
-  const text = readFileSync(outFile, 'utf8');
-  if (code !== 0) fail(`load generator failed (${code ?? signal}):\n${text}`);
-  return text;
+  try {
+    const spec = { generator: LOAD_GENERATOR, base: BASE, path, seconds, connections: CONNECTIONS, clients: CLIENTS };
+    return await runLoadGenerator({ ...spec, threads: WRK_THREADS, tag, outFile });
+  } catch (error) {
+    fail(error.message);
+  }
 }
 
 const RESULTS = join(bundle.dir, 'results.tsv');
