@@ -391,16 +391,21 @@ impl Harness {
                 return;
             }
         }
-        let settle = self.holders.remove(&id).map(|(lease, used, _)| Settlement {
-            id: lease.id,
-            used: Cost::new(used as f64 / 1e9).expect("valid"),
-        });
+        // The call settles the lease first: settled alone here (as the call would), so that a
+        // bucket it fills, which forgets its policy, is seen before the options are read.
+        if let Some((lease, used, _)) = self.holders.remove(&id) {
+            let used = Cost::new(used as f64 / 1e9).expect("valid");
+            let settlement = Settlement { id: lease.id, used };
+            self.limiter.settle(key, settlement, now);
+            self.status(key);
+        }
+        let options = self.options_of(key);
         let raw = f64::from(cost);
         let cost = Cost::new(raw).expect("whole");
         let want = Cost::new(f64::from(want)).expect("whole");
         let d = self
             .limiter
-            .limit_leased(key, cost, None, settle, want, now)
+            .limit_leased(key, cost, None, None, want, now)
             .expect("no policy: always valid");
         check_decision(&d.decision);
         if d.decision.allowed {
