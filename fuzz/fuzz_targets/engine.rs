@@ -383,7 +383,9 @@ impl Harness {
         let now = self.now;
         let id = (key.to_vec(), holder);
         if let Some((lease, used, granted_under)) = self.holders.get_mut(&id) {
-            let usable = now.saturating_add(LEASE_MARGIN_NANOS) < lease.expires_at;
+            // By the latest time the clock showed: a clock that goes back is not a skew the
+            // design tolerates (the object may have ended the lease at that later time).
+            let usable = self.latest.saturating_add(LEASE_MARGIN_NANOS) < lease.expires_at;
             if usable && *used + cost_units <= lease.billionths {
                 *used += cost_units;
                 let (raw, under) = (f64::from(cost), *granted_under);
