@@ -7,6 +7,15 @@ import { join } from 'node:path';
 import { exited, track } from '../../tests/support/workerd.mjs';
 
 const HERE = new URL('.', import.meta.url).pathname;
+
+/** The knobs the workerd benchmarks share, from the environment (seconds, counts). */
+export const KNOBS = {
+  duration: Number(process.env.DURATION ?? 10),
+  warmup: Number(process.env.WARMUP ?? 2),
+  rounds: Number(process.env.ROUNDS ?? 1),
+  connections: Number(process.env.CONNECTIONS ?? 32),
+  threads: Number(process.env.WRK_THREADS ?? 1),
+};
 const has = (cmd) => spawnSync('sh', ['-c', `command -v ${cmd}`], { stdio: 'ignore' }).status === 0;
 
 /** `{ name, version }` of the generator to use: `wanted` ('wrk' or 'node') when it can run. */

@@ -41,16 +41,12 @@ import {
   writeConfig,
 } from '../../tests/support/workerd.mjs';
 import { get } from '../../tests/support/net.mjs';
-import { chooseLoadGenerator, parseLoadResult, runLoadGenerator } from './loadgen.mjs';
+import { chooseLoadGenerator, KNOBS, parseLoadResult, runLoadGenerator } from './loadgen.mjs';
 
 const HERE = new URL('.', import.meta.url).pathname;
 const OUT_DIR = join(ROOT, 'bench', 'out');
 const env = process.env;
-const DURATION = Number(env.DURATION ?? 10);
-const WARMUP = Number(env.WARMUP ?? 2);
-const ROUNDS = Number(env.ROUNDS ?? 1);
-const CONNECTIONS = Number(env.CONNECTIONS ?? 32);
-const WRK_THREADS = Number(env.WRK_THREADS ?? 1);
+const { duration: DURATION, warmup: WARMUP, rounds: ROUNDS, connections: CONNECTIONS, threads: WRK_THREADS } = KNOBS;
 const AT_MAX_TOKENS = Number(env.AT_MAX_TOKENS ?? 100);
 const AT_REFILL_SECONDS = Number(env.AT_REFILL_SECONDS ?? 0.01);
 const ALL = ['none', 'headers', 'rpc-far', 'local-far', 'rpc-limit', 'local-limit'];

@@ -40,16 +40,12 @@ import {
   writeConfig,
 } from '../../tests/support/workerd.mjs';
 import { get } from '../../tests/support/net.mjs';
-import { chooseLoadGenerator, runLoadGenerator } from './loadgen.mjs';
+import { chooseLoadGenerator, KNOBS, runLoadGenerator } from './loadgen.mjs';
 
 const HERE = new URL('.', import.meta.url).pathname;
 const OUT_DIR = join(ROOT, 'bench', 'out');
 const env = process.env;
-const DURATION = Number(env.DURATION ?? 10);
-const WARMUP = Number(env.WARMUP ?? 2);
-const ROUNDS = Number(env.ROUNDS ?? 1);
-const CONNECTIONS = Number(env.CONNECTIONS ?? 32);
-const WRK_THREADS = Number(env.WRK_THREADS ?? 1);
+const { duration: DURATION, warmup: WARMUP, rounds: ROUNDS, connections: CONNECTIONS, threads: WRK_THREADS } = KNOBS;
 const CLIENTS = Number(env.CLIENTS ?? 256);
 const SHARDS = Number(env.SHARDS ?? 16);
 const VARIANTS = (
