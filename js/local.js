@@ -67,13 +67,15 @@ export class LocalLimits {
   /**
    * `stub.limit(key, cost, policy)`, decided here when this isolate holds enough of a lease
    * on that bucket or a denial that still holds. `scope` names the Durable Object (with
-   * `owner`, its namespace, it tells buckets of different objects apart).
+   * `owner`, its namespace, it tells buckets of different objects apart). `stub` may be a
+   * function that makes the stub: then a request decided here never makes one
+   * (`idFromName` hashes the name).
    */
   async limit(owner, scope, stub, key, cost = 1, policy = undefined) {
     // Anything unusual goes to the object, which validates it (and throws).
     if (typeof key !== 'string' || typeof cost !== 'number' || !(cost >= 0 && cost < Infinity) || !plain(policy)) {
       this.calls += 1;
-      return stub.limit(key, cost, policy);
+      return stubOf(stub).limit(key, cost, policy);
     }
     const entry = this.#entry(owner, `${scope}\u0000${key}\u0000${policyName(policy)}`);
     const local = this.#localAnswer(entry, cost);
@@ -81,10 +83,10 @@ export class LocalLimits {
       this.localAnswers += 1;
       return local;
     }
-    if (entry.leasing) return this.#plainCall(entry, stub, key, cost, policy);
+    if (entry.leasing) return this.#plainCall(entry, stubOf(stub), key, cost, policy);
     entry.leasing = true;
     try {
-      return await this.#call(entry, stub, key, cost, policy);
+      return await this.#call(entry, stubOf(stub), key, cost, policy);
     } finally {
       entry.leasing = false;
     }
@@ -196,6 +198,9 @@ export class LocalLimits {
     }
   }
 }
+
+/** The stub, made now if `stub` is a function that makes it. */
+const stubOf = (stub) => (typeof stub === 'function' ? stub() : stub);
 
 /** Whether `policy` is undefined or an object with no fields but the two of a policy. */
 function plain(policy) {

@@ -48,6 +48,9 @@ export interface LocalLimitsOptions {
   clock?: () => number;
 }
 
+/** What `LocalLimits` calls on a stub. */
+export type LocalStub = Required<Pick<RateLimiterStub, 'limit' | 'limitLeased'>>;
+
 /**
  * Leases and a denial cache of one isolate (module scope: keep one for the isolate's life).
  * Most requests are decided here without a call to the Durable Object; the token-bucket
@@ -62,11 +65,12 @@ export declare class LocalLimits {
    * `stub.limit(key, cost, policy)`, decided locally when this isolate holds enough of a
    * lease on that bucket, or a denial whose retry time has not passed. `owner` (e.g. the
    * namespace) and `scope` (e.g. the name given to `idFromName`) name the Durable Object.
+   * `stub` may be a function that makes it, so that requests decided locally make none.
    */
   limit(
     owner: object,
     scope: string,
-    stub: Required<Pick<RateLimiterStub, 'limit' | 'limitLeased'>>,
+    stub: LocalStub | (() => LocalStub),
     key: string,
     cost?: number,
     policy?: RateLimiterOptions,

@@ -189,14 +189,15 @@ export async function checkRateLimit(request, env, options, context) {
 
   let decision;
   try {
-    const stub = ns.get(ns.idFromName(key));
+    const stub = () => ns.get(ns.idFromName(key));
     const [first] = o.policies;
-    // Several policies are one all-or-nothing limitAll call: never decided locally.
+    // Several policies are one all-or-nothing limitAll call: never decided locally. Locally
+    // decided requests never make the stub.
     decision = !o.single
-      ? await stub.limitAll(o.policies.map((p) => ({ key: p.name, cost, policy: p.limits })))
+      ? await stub().limitAll(o.policies.map((p) => ({ key: p.name, cost, policy: p.limits })))
       : o.local !== null
         ? await o.local.limit(ns, key, stub, first.name, cost, first.limits)
-        : await stub.limit(first.name, cost, first.limits);
+        : await stub().limit(first.name, cost, first.limits);
   } catch (error) {
     if (PROGRAMMING_ERRORS.has(error?.name)) throw error;
     o.onError(error, request);
