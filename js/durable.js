@@ -71,7 +71,9 @@ export class DurableLimiter {
   limitLeased(key, cost, policy, lease) {
     this.#load(key);
     const decision = this.#local.limitLeased(key, cost, policy, lease);
-    this.#save(key);
+    // As for limit: a denied call without a policy or a lease request changes nothing. (The
+    // lease request is not read here: the binding read it once.)
+    if (decision.allowed || policy !== undefined || lease !== undefined) this.#save(key);
     return decision;
   }
 

@@ -74,7 +74,7 @@ export class LocalLimiter {
 
   /** `limit`, settling `lease.settle` first and granting up to `lease.want` for later. */
   limitLeased(key, cost, policy, lease) {
-    return this.#guard(limitLeasedNow, key, cost, [policy, lease]);
+    return this.#guard(limitLeasedNow, key, cost, policy, lease);
   }
 
   /** Ends the lease `{ id, used }` of `key`; false when it had ended already. */
@@ -105,9 +105,9 @@ export class LocalLimiter {
     return this.#guard(snapshotsWithoutPolicyNow);
   }
 
-  #guard(call, a, b, c) {
+  #guard(call, a, b, c, d) {
     const cell = this.#cell;
-    return cell.instance.guard(call, this.#current(), a, b, c);
+    return cell.instance.guard(call, this.#current(), a, b, c, d);
   }
 
   #current() {
@@ -188,7 +188,7 @@ function limitNow(limiter, key, cost, policy) {
   return limiter.limit(Date.now(), key, cost, policy);
 }
 
-function limitLeasedNow(limiter, key, cost, [policy, lease]) {
+function limitLeasedNow(limiter, key, cost, policy, lease) {
   return limiter.limitLeased(Date.now(), key, cost, policy, lease);
 }
 

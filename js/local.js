@@ -77,7 +77,7 @@ export class LocalLimits {
       this.calls += 1;
       return stubOf(stub).limit(key, cost, policy);
     }
-    const entry = this.#entry(owner, `${scope}\u0000${key}\u0000${policyName(policy)}`);
+    const entry = this.#entry(owner, scope, key, policy);
     const local = this.#localAnswer(entry, cost);
     if (local !== null) {
       this.localAnswers += 1;
@@ -174,18 +174,19 @@ export class LocalLimits {
     }
   }
 
-  #entry(owner, name) {
+  /** The entry of bucket `key` under `policy` of the object `scope` of namespace `owner`. */
+  #entry(owner, scope, key, policy) {
     let number = this.#owners.get(owner);
     if (number === undefined) {
       number = this.#nextOwner++;
       this.#owners.set(owner, number);
     }
-    const fullName = `${number}\u0000${name}`;
-    let entry = this.#entries.get(fullName);
+    const name = `${number}\u0000${scope}\u0000${key}\u0000${policyName(policy)}`;
+    let entry = this.#entries.get(name);
     if (entry === undefined) {
       if (this.#entries.size >= MAX_ENTRIES) this.#forgetOldest();
       entry = new Entry();
-      this.#entries.set(fullName, entry);
+      this.#entries.set(name, entry);
     }
     return entry;
   }

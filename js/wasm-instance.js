@@ -16,12 +16,12 @@ export class WasmInstance {
   }
 
   /**
-   * `call(limiter, a, b, c)`, with a fresh instance for the next call if it trapped. Plain
+   * `call(limiter, a, b, c, d)`, with a fresh instance for the next call if it trapped. Plain
    * arguments rather than a closure, so the hot path allocates nothing.
    */
-  guard(call, limiter, a, b, c) {
+  guard(call, limiter, a, b, c, d) {
     try {
-      return call(limiter, a, b, c);
+      return call(limiter, a, b, c, d);
     } catch (error) {
       if (error instanceof WebAssembly.RuntimeError) {
         this.generation += 1;

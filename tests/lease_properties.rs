@@ -328,19 +328,29 @@ fn clamp_holder(op: Op, holders: usize) -> Op {
     }
 }
 
+/// The moment `ms` milliseconds after the start.
+fn at(ms: u64) -> Instant {
+    Instant::from_millis((START_MS + ms) as f64)
+}
+
+/// A limiter of `max_tokens`, one token back per second, from the start.
+fn one_per_second(max_tokens: f64) -> Limiter {
+    let mut limiter = Limiter::new(1);
+    let options = OptionsPatch {
+        max_tokens: Some(max_tokens),
+        refill_every_seconds: Some(1.0),
+    };
+    limiter.set_options(options, at(0)).unwrap();
+    limiter
+}
+
 /// The counterexample that makes leased tokens count as still in the bucket: half of a full
 /// bucket of 10 is leased at 0 s, the holder spends it and the bucket itself admits the
 /// other half at 0.9 s. Nothing has refilled at 1.0 s, because the bucket was full (with the
 /// leased tokens) until 0.9 s: 10 tokens in 0.1 s, not 11.
 #[test]
 fn a_lease_banks_no_refill_while_it_is_out() {
-    let at = |ms: u64| Instant::from_millis((START_MS + ms) as f64);
-    let mut limiter = Limiter::new(1);
-    let options = OptionsPatch {
-        max_tokens: Some(10.0),
-        refill_every_seconds: Some(1.0),
-    };
-    limiter.set_options(options, at(0)).unwrap();
+    let mut limiter = one_per_second(10.0);
     let want = Cost::new(100.0).unwrap();
     let d = limiter
         .limit_leased(KEY, Cost::ZERO, None, None, want, at(0))
@@ -367,13 +377,7 @@ fn a_lease_banks_no_refill_while_it_is_out() {
 /// An expired lease counts as fully used, from its expiry on.
 #[test]
 fn an_expired_lease_counts_as_fully_used() {
-    let at = |ms: u64| Instant::from_millis((START_MS + ms) as f64);
-    let mut limiter = Limiter::new(1);
-    let options = OptionsPatch {
-        max_tokens: Some(4.0),
-        refill_every_seconds: Some(1.0),
-    };
-    limiter.set_options(options, at(0)).unwrap();
+    let mut limiter = one_per_second(4.0);
     let want = Cost::new(2.0).unwrap();
     let d = limiter
         .limit_leased(KEY, Cost::ZERO, None, None, want, at(0))

@@ -5,7 +5,7 @@ use wasm_bindgen::prelude::*;
 
 use super::key::encode_key;
 use super::objects::lease_decision_object;
-use super::read::{read_cost, read_lease_request, read_policy, read_settlement};
+use super::read::{read_lease_request, read_policy, read_settlement, read_tokens};
 use super::RateLimiter;
 use crate::engine::Instant;
 
@@ -54,15 +54,7 @@ impl RateLimiter {
         #[wasm_bindgen(unchecked_param_type = "string")] key: &JsValue,
         #[wasm_bindgen(unchecked_param_type = "number")] tokens: &JsValue,
     ) -> Result<(), JsValue> {
-        let tokens = if tokens.is_undefined() {
-            Err(crate::engine::Error::WrongType {
-                field: "tokens".into(),
-                expected: "a number",
-                got: "undefined".into(),
-            })
-        } else {
-            read_cost(tokens, "tokens")
-        }?;
+        let tokens = read_tokens(tokens, "tokens")?;
         encode_key(key, "key", &mut self.key)?;
         self.engine
             .refund(&self.key, tokens, Instant::from_millis(now_ms));

@@ -31,7 +31,12 @@ pub(crate) fn read_cost(cost: &JsValue, field: &str) -> Result<Cost, Error> {
     if cost.is_undefined() {
         return Ok(Cost::ONE);
     }
-    read_number(cost, field).and_then(|c| Cost::new(c).map_err(|e| rename(e, field)))
+    read_tokens(cost, field)
+}
+
+/// A number of tokens validated as a cost, with no default (`undefined` is a `TypeError`).
+pub(crate) fn read_tokens(value: &JsValue, field: &str) -> Result<Cost, Error> {
+    read_number(value, field).and_then(|c| Cost::new(c).map_err(|e| rename(e, field)))
 }
 
 /// Puts the caller's name for the cost (e.g. `requests[1].cost`) into an engine error.
@@ -218,8 +223,7 @@ pub(crate) fn read_settlement(value: &JsValue, name: &str) -> Result<Settlement,
     }
     let used_path = join(&[name, ".used"]);
     let used = read_field(object, "used", &used_path)?.unwrap_or(JsValue::UNDEFINED);
-    let used = read_number(&used, &used_path)
-        .and_then(|u| Cost::new(u).map_err(|e| rename(e, &used_path)))?;
+    let used = read_tokens(&used, &used_path)?;
     Ok(Settlement {
         id: id as u64,
         used,

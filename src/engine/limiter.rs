@@ -249,14 +249,8 @@ impl Limiter {
         let unused = lease
             .billionths
             .saturating_sub(u64::try_from(settlement.used.billionths()).unwrap_or(u64::MAX));
-        // Whole units only go back: the bucket never gains more than the holder left.
-        let back = unused / (UNITS_PER_TOKEN / options.unit());
         let leased = view.leased.saturating_sub(lease_units(&lease, options));
-        let room = options.capacity_units().saturating_sub(leased);
-        let next = view
-            .current
-            .map(|b| Bucket::from_parts(b.units().saturating_add(back).min(room), b.last_refill()));
-        let next = next.filter(|b| leased > 0 || b.units() < options.capacity_units());
+        let next = give_back(view.current, u128::from(unused), leased, options);
         self.commit(key, view.at, next, view.policy, now);
         true
     }
@@ -265,20 +259,15 @@ impl Limiter {
     /// its capacity.
     pub fn refund(&mut self, key: &[u8], tokens: Cost, now: Instant) {
         let view = self.view(key, None, now);
-        let Some(bucket) = view.current else {
+        if view.current.is_none() {
             return; // full already
-        };
-        let options = &view.options;
-        // Fractions round down: a refund never adds more than was given back.
-        let units = if options.unit() == UNITS_PER_TOKEN {
-            u64::try_from(tokens.billionths()).unwrap_or(u64::MAX)
-        } else {
-            u64::try_from(tokens.billionths() / u128::from(UNITS_PER_TOKEN)).unwrap_or(u64::MAX)
-        };
-        let room = options.capacity_units().saturating_sub(view.leased);
-        let units = bucket.units().saturating_add(units).min(room);
-        let next = (view.leased > 0 || units < options.capacity_units())
-            .then(|| Bucket::from_parts(units, bucket.last_refill()));
+        }
+        let next = give_back(
+            view.current,
+            tokens.billionths(),
+            view.leased,
+            &view.options,
+        );
         self.commit(key, view.at, next, view.policy, now);
     }
 
@@ -583,6 +572,24 @@ fn leased_units(leases: &[Lease], options: &Options) -> u64 {
     leases
         .iter()
         .fold(0, |sum: u64, l| sum.saturating_add(lease_units(l, options)))
+}
+
+/// `bucket` given `billionths` back (a settled lease's unused part, a refund): whole units
+/// only, so it never gains more than was given, and up to its room beside `leased` units;
+/// full (`None`) when that fills it and no lease is out.
+fn give_back(
+    bucket: Option<Bucket>,
+    billionths: u128,
+    leased: u64,
+    options: &Options,
+) -> Option<Bucket> {
+    let bucket = bucket?;
+    let back = u64::try_from(billionths / u128::from(UNITS_PER_TOKEN / options.unit()))
+        .unwrap_or(u64::MAX);
+    let room = options.capacity_units().saturating_sub(leased);
+    let units = bucket.units().saturating_add(back).min(room);
+    (leased > 0 || units < options.capacity_units())
+        .then(|| Bucket::from_parts(units, bucket.last_refill()))
 }
 
 /// A lease's tokens in the units of `options`, rounded up.

@@ -8,8 +8,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { get, query } from '../support/net.mjs';
-import { makeTempDir, removeTempDir } from '../support/workerd.mjs';
-import { bundleWorker, runLoad, startWorkerd } from './workerd.mjs';
+import { makeTempDir } from '../support/workerd.mjs';
+import { bundleWorker, runLoad, stopAndClean, startWorkerd } from './workerd.mjs';
 
 const SECONDS = Number(process.env.LOAD_SECONDS ?? 30);
 const CONNECTIONS = 32;
@@ -59,15 +59,7 @@ describe(`load: ${SECONDS} s, ${CONNECTIONS} connections from a second process`,
     );
   });
 
-  after(async () => {
-    if (workerd) {
-      const alive = workerd.child.exitCode === null && workerd.child.signalCode === null;
-      await workerd.stop();
-      if (!alive) console.log(`workerd had exited during the run:\n${workerd.log()}`);
-    }
-    if (bundle) removeTempDir(bundle.dir);
-    if (disk) removeTempDir(disk);
-  });
+  after(() => stopAndClean(workerd, bundle?.dir, disk));
 
   it('no socket or HTTP error, and workerd is still up', () => {
     assert.equal(report.errors, 0, `errors: ${report.error_samples.join('; ')}`);

@@ -24,8 +24,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { get, query } from '../support/net.mjs';
-import { makeTmpfsDir, removeTempDir } from '../support/workerd.mjs';
-import { bundleWorker, runLoad, startEdgeWorkerd } from './workerd.mjs';
+import { makeTmpfsDir } from '../support/workerd.mjs';
+import { bundleWorker, runLoad, stopAndClean, startEdgeWorkerd } from './workerd.mjs';
 
 const SECONDS = Number(process.env.LOCAL_LOAD_SECONDS ?? 30);
 const FAR_SECONDS = Number(process.env.LOCAL_FAR_SECONDS ?? 10);
@@ -168,15 +168,7 @@ describe(`local decisions: ${EDGES} Worker isolates, ${CONNECTIONS} connections 
     );
   });
 
-  after(async () => {
-    if (server) {
-      const alive = server.child.exitCode === null && server.child.signalCode === null;
-      await server.stop();
-      if (!alive) console.log(`workerd had exited during the run:\n${server.log()}`);
-    }
-    if (bundle) removeTempDir(bundle.dir);
-    if (disk) removeTempDir(disk);
-  });
+  after(() => stopAndClean(server, bundle?.dir, disk));
 
   it('no socket or HTTP error, only 200/429, and workerd is still up', () => {
     for (const { report, counts } of [bound1, far]) {

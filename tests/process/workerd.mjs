@@ -135,3 +135,13 @@ export async function runLoad({ base, seconds, connections, targets }) {
   assert.equal(code, 0, `load generator exited with ${code ?? signal}:\n${err}${out}`);
   return JSON.parse(out.trim().split('\n').at(-1));
 }
+
+/** Stops `server` (saying so if workerd had died during the run) and removes `dirs`. */
+export async function stopAndClean(server, ...dirs) {
+  if (server) {
+    const alive = server.child.exitCode === null && server.child.signalCode === null;
+    await server.stop();
+    if (!alive) console.log(`workerd had exited during the run:\n${server.log()}`);
+  }
+  for (const dir of dirs) if (dir) workerd.removeTempDir(dir);
+}
