@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what a fresh machine lacks (Node, npm and Rust by rustup are assumed): the wasm32
 # target, wasm-bindgen-cli at the version pinned in Cargo.toml, wasm-pack, the npm packages,
-# and with --browser Debian's Chromium + ChromeDriver. Each step is skipped when already done.
+# with --browser Debian's Chromium + ChromeDriver, and with --matrix the consumer matrix's
+# Node 22 and pnpm (from the npm registry, into tests/matrix/tools/node_modules). Each step is
+# skipped when already done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -31,7 +33,17 @@ if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modu
   npm ci --no-audit --no-fund
 fi
 
-if [ "${1:-}" = --browser ] && ! { command -v chromium && command -v chromedriver; } >/dev/null; then
+flags=" $* "
+
+if [ "${flags#* --matrix }" != "$flags" ]; then
+  tools=tests/matrix/tools
+  if [ ! -f $tools/node_modules/.package-lock.json ] || [ $tools/package-lock.json -nt $tools/node_modules/.package-lock.json ]; then
+    say "installing the consumer matrix's Node 22 and pnpm into $tools/node_modules"
+    npm ci --prefix $tools --no-audit --no-fund
+  fi
+fi
+
+if [ "${flags#* --browser }" != "$flags" ] && ! { command -v chromium && command -v chromedriver; } >/dev/null; then
   say "installing Debian's chromium and chromium-driver"
   sudo=""
   [ "$(id -u)" = 0 ] || sudo=sudo

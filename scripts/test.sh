@@ -3,7 +3,7 @@
 # A layer that runs 0 tests fails: a browser run that silently runs nothing exits 0.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/bootstrap.sh --browser
+bash scripts/bootstrap.sh --browser --matrix
 bash scripts/build.sh
 bash scripts/build.sh --trap-switch # test-only copy for tests/node/trap.test.ts
 export PATH="$PWD/node_modules/.bin:$HOME/.cargo/bin:$PATH"
@@ -45,5 +45,6 @@ layer workerd "$vitest_tests" vitest run --config tests/workers/vitest.config.ts
 layer process '# pass [0-9]+' node --test --test-concurrency=1 --test-reporter=tap tests/process/
 layer browser 'browser: [0-9]+ checks passed' node tests/browser/playground.mjs
 layer consumer 'consumer: [0-9]+ checks passed' bash tests/consumer/run.sh
+layer matrix 'matrix: [0-9]+ checks passed' node tests/matrix/run.mjs
 
 printf '\n=== all layers passed\n%s' "$summary"
