@@ -68,6 +68,28 @@ console.log(`  ok   tarball holds exactly the ${packed.size} files package.json 
 JS
 checks=$((checks + 1))
 
+step "1b. npm publish --dry-run in pkg/ (publishes nothing, needs no login)"
+# pkg/ has no scripts to run. npm also asks the registry whether this version is already
+# published and refuses if it is: then the same check runs on a copy of pkg/ with a
+# prerelease version, so that a released version does not fail every run until the next bump.
+publish_dir="$root/pkg"
+if ! (cd "$publish_dir" && npm publish --dry-run >"$tmp/publish.out" 2>"$tmp/publish.err"); then
+  grep -q 'previously published version' "$tmp/publish.err" \
+    || { cat "$tmp/publish.err" >&2; fail "npm publish --dry-run"; }
+  publish_dir="$tmp/publish-copy"
+  cp -r "$root/pkg" "$publish_dir"
+  (cd "$publish_dir" && npm version --no-git-tag-version "$(node -p 'require("./package.json").version')-publish-check.0" >/dev/null)
+  (cd "$publish_dir" && npm publish --dry-run >"$tmp/publish.out" 2>"$tmp/publish.err") \
+    || { cat "$tmp/publish.err" >&2; fail "npm publish --dry-run (prerelease copy of pkg/)"; }
+fi
+ok "npm publish --dry-run exits 0 (in ${publish_dir#"$root/"})"
+# Without a login npm warns that a real publish would need one: about this machine, not
+# the package. Any other warning (a field npm auto-corrects, a bad bin) fails.
+if grep -iE 'npm (warn|err)' "$tmp/publish.err" | grep -vF 'This command requires you to be logged in'; then
+  fail "npm publish --dry-run printed warnings (above)"
+fi
+ok "npm publish --dry-run printed no warning: npm corrected nothing in pkg/package.json"
+
 step "2-3. install the tarball into the fresh Worker project (tests/consumer)"
 manifest_sum="$(sha256sum "$here/package.json")"
 quiet npm install --prefix "$here" --no-save --no-package-lock --ignore-scripts --prefer-offline \

@@ -308,7 +308,7 @@ for (const project of projects) {
   for (const step of project.steps) await step(project, app);
   if (project.tests === 0) throw new Error(`${project.name} ran no test`);
   const seconds = ((Date.now() - t0) / 1000).toFixed(1);
-  summary.push(`${project.name}: ${checks - before} checks, ${project.tests} tests, ${seconds} s`);
+  summary.push(`${project.name}: ${checks - before} checks, tests passed: ${project.tests}, ${seconds} s`);
 }
 const seconds = ((Date.now() - started) / 1000).toFixed(1);
 console.log(`\n${summary.join('\n')}\nmatrix: ${checks} checks passed in ${seconds} s`);
