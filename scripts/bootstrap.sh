@@ -39,7 +39,9 @@ if [ "${flags#* --matrix }" != "$flags" ]; then
   tools=tests/matrix/tools
   if [ ! -f $tools/node_modules/.package-lock.json ] || [ $tools/package-lock.json -nt $tools/node_modules/.package-lock.json ]; then
     say "installing the consumer matrix's Node 22 and pnpm into $tools/node_modules"
-    npm ci --prefix $tools --no-audit --no-fund
+    # Not `npm ci`: the registry here serves pnpm's native binary for some platforms only, so
+    # the lockfile lacks the others and `npm ci` would call it out of sync.
+    npm install --prefix $tools --no-audit --no-fund
   fi
 fi
 

@@ -188,6 +188,17 @@ console.log(`  ok   metafile: bundled ${pkgInputs.map((p) => p.split('/').pop())
 JS
 checks=$((checks + 1))
 
+step "5b. the upgrade cases of the README's \"Upgrading from 1.x\": this wrangler accepts every one"
+node --input-type=module -e '
+  const [dir, wrangler, upgrade] = process.argv.slice(1);
+  const { checkUpgrade } = await import(upgrade);
+  let passed = 0;
+  await checkUpgrade({ dir, wrangler, env: process.env, checksMigrations: false, ok: (m) => { passed++; console.log(`  ok   ${m}`); } });
+  console.log(`upgrade: ${passed} cases`);
+' "$here" "$bin/wrangler" "$root/tests/matrix/upgrade.mjs" | tee "$tmp/upgrade.out" || fail "upgrade cases"
+checks=$((checks + $(sed -n 's/^upgrade: \([0-9]*\) cases$/\1/p' "$tmp/upgrade.out")))
+rm -rf "$here/upgrade"
+
 step "6. run the bundle in Miniflare: 10 x 200, then 429; another IP still 200; /login survives a restart"
 node "$here/run-bundle.mjs" "$here/dist" | tee "$tmp/run.out" || fail "run-bundle.mjs"
 run_checks="$(sed -n 's/^run-bundle: \([0-9]*\) checks passed$/\1/p' "$tmp/run.out")"

@@ -1,7 +1,8 @@
 // The README's "Upgrading from 1.x" claims about wrangler, re-checked: each config in
 // upgrade/ goes through `wrangler deploy --dry-run` against the matrix Worker, and must be
 // accepted or refused with the message the README quotes. The expectations are those of
-// the newest wrangler (4.164.0); 4.86.0 accepts every case, as the README's table says.
+// the newest wrangler (4.164.0, in the matrix); the repository's own wrangler (4.86.0, in
+// the consumer layer) checks no migration and accepts every case, as the README's table says.
 import { spawnSync } from 'node:child_process';
 import { copyFileSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
@@ -28,7 +29,8 @@ const expected = {
 // Colour codes would split the message fragments.
 const plain = (text) => text.replace(/\x1b\[[0-9;]*m/g, '');
 
-export async function checkUpgrade({ dir, wrangler, env, ok }) {
+/** `checksMigrations: false` for a wrangler that accepts every case. */
+export async function checkUpgrade({ dir, wrangler, env, ok, checksMigrations = true }) {
   const files = readdirSync(cases).filter((f) => f.endsWith('.toml')).sort();
   const unknown = files.filter((f) => !(f in expected));
   const missing = Object.keys(expected).filter((f) => !files.includes(f));
@@ -56,7 +58,7 @@ export async function checkUpgrade({ dir, wrangler, env, ok }) {
     const output = plain(`${run.stdout}\n${run.stderr}`);
     const version = output.match(/wrangler (\d+\.\d+\.\d+)/)?.[1] ?? 'of unknown version';
     const errors = output.split('\n').filter((line) => line.includes('[ERROR]')).map((l) => l.trim());
-    const want = expected[file];
+    const want = checksMigrations ? expected[file] : null;
 
     if (want === null) {
       if (run.status !== 0 || errors.length) {
