@@ -167,12 +167,13 @@ export function openBuckets(ctx, { standIn = false } = {}) {
     if (!standIns.has(ctx)) standIns.set(ctx, new MemoryBuckets());
     return standIns.get(ctx);
   }
+  // workerd gives every class a `sql`; on a class that is not SQLite-backed its first query
+  // (in SqlBuckets) throws workerd's own error, which names new_sqlite_classes. This check is
+  // for a runtime that has no `sql` at all, or throws on reading it.
   let sql;
   try {
     sql = storage.sql;
-  } catch {
-    // workerd throws here for a class whose storage is not SQLite-backed.
-  }
+  } catch {}
   if (sql === undefined) {
     throw new Error(
       'DurableRateLimiterServer needs SQLite storage: declare its class in a migration ' +

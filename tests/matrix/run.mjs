@@ -13,11 +13,11 @@
 // install little.
 // A project that runs no test fails. Usage: node tests/matrix/run.mjs [name...]
 import { spawn, spawnSync } from 'node:child_process';
-import { cpSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { createServer } from 'node:net';
 import { homedir } from 'node:os';
-import { join, relative, resolve } from 'node:path';
+import { dirname, join, relative, resolve } from 'node:path';
 
 const here = import.meta.dirname;
 const root = resolve(here, '../..');
@@ -50,25 +50,20 @@ function run(cwd, command, args, { allowFailure = false } = {}) {
   if (result.status !== 0 && !allowFailure) {
     throw new Error(`${command} ${args.join(' ')} (in ${cwd}) exited ${result.status}:\n${output}`);
   }
-  return { status: result.status, output };
+  return { status: result.status, output, stdout: result.stdout };
 }
 
-const bin = (dir, name) => {
+/** The first `dir/path` that exists from `dir` up to the project's folder, as Node looks. */
+function findUp(dir, path) {
   for (let d = dir; d.startsWith(work); d = resolve(d, '..')) {
-    if (existsSync(join(d, 'node_modules/.bin', name))) return join(d, 'node_modules/.bin', name);
+    if (existsSync(join(d, path))) return join(d, path);
   }
-  throw new Error(`no ${name} in node_modules/.bin above ${dir}`);
-};
-
-/** The directory a package resolves to from `dir`, walking up node_modules as Node does. */
-function installed(dir, name) {
-  for (let d = dir; d.startsWith(work); d = resolve(d, '..')) {
-    const candidate = join(d, 'node_modules', name);
-    if (existsSync(join(candidate, 'package.json'))) return candidate;
-  }
-  throw new Error(`${name} is not installed above ${relative(work, dir)}`);
+  throw new Error(`no ${path} from ${dir} up`);
 }
 
+const bin = (dir, name) => findUp(dir, join('node_modules/.bin', name));
+/** The folder of the package `name` as it resolves from `dir`. */
+const installed = (dir, name) => dirname(findUp(dir, join('node_modules', name, 'package.json')));
 const version = (dir) => JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')).version;
 
 // ---- the steps a project can run, each with the app directory ----
@@ -292,23 +287,28 @@ const projects = PROJECTS.filter((p) => !wanted.length || wanted.includes(p.name
 if (wanted.length !== 0 && projects.length !== wanted.length) throw new Error(`projects are ${PROJECTS.map((p) => p.name)}`);
 
 const started = Date.now();
-rmSync(join(work, 'pack'), { recursive: true, force: true });
-mkdirSync(join(work, 'pack'), { recursive: true });
-const packed = JSON.parse(run(root, 'npm', ['pack', './pkg', '--json', '--pack-destination', join(work, 'pack')]).output.replace(/^[^[]*/, ''));
-const tarball = join(work, 'pack', packed[0].filename);
-checkReadme();
-const summary = [];
-for (const project of projects) {
-  const before = checks;
-  const t0 = Date.now();
-  project.tests = 0;
-  console.log(`== ${project.name}`);
-  const app = prepare(project, tarball);
-  ok(`installed with ${project.manager} ${run(app, project.manager, ['--version']).output.trim()} from the lockfile (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
-  for (const step of project.steps) await step(project, app);
-  if (project.tests === 0) throw new Error(`${project.name} ran no test`);
-  const seconds = ((Date.now() - t0) / 1000).toFixed(1);
-  summary.push(`${project.name}: ${checks - before} checks, tests passed: ${project.tests}, ${seconds} s`);
+try {
+  mkdirSync(work, { recursive: true });
+  const packed = JSON.parse(run(root, 'npm', ['pack', './pkg', '--json', '--pack-destination', work]).stdout);
+  const tarball = join(work, packed[0].filename);
+  checkReadme();
+  const summary = [];
+  for (const project of projects) {
+    const before = checks;
+    const t0 = Date.now();
+    project.tests = 0;
+    console.log(`== ${project.name}`);
+    const app = prepare(project, tarball);
+    const manager = `${project.manager} ${run(app, project.manager, ['--version']).stdout.trim()}`;
+    ok(`installed with ${manager} from the lockfile (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
+    for (const step of project.steps) await step(project, app);
+    if (project.tests === 0) throw new Error(`${project.name} ran no test`);
+    const seconds = ((Date.now() - t0) / 1000).toFixed(1);
+    summary.push(`${project.name}: ${checks - before} checks, tests passed: ${project.tests}, ${seconds} s`);
+  }
+  const seconds = ((Date.now() - started) / 1000).toFixed(1);
+  console.log(`\n${summary.join('\n')}\nmatrix: ${checks} checks passed in ${seconds} s`);
+} catch (error) {
+  console.error(`\n!!! ${error.message}\nmatrix: FAILED after ${checks} checks passed`);
+  process.exit(1);
 }
-const seconds = ((Date.now() - started) / 1000).toFixed(1);
-console.log(`\n${summary.join('\n')}\nmatrix: ${checks} checks passed in ${seconds} s`);
