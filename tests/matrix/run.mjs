@@ -213,8 +213,9 @@ async function viteDev(project, app) {
     for (;;) {
       if (child.exitCode !== null) throw new Error(`vite dev exited ${child.exitCode}:\n${output}`);
       if (Date.now() - started > 60_000) throw new Error(`vite dev did not answer on ${url} in 60 s:\n${output}`);
+      // Until the server listens and its Worker is up (a 5xx takes no token).
       const first = await fetch(url, { headers: { 'CF-Connecting-IP': '198.51.100.1' } }).catch(() => null);
-      if (first) {
+      if (first && first.status < 500) {
         if (first.status !== 200) throw new Error(`first request: ${first.status} ${await first.text()}\n${output}`);
         break;
       }
