@@ -4,6 +4,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { closeSync, openSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { get } from '../../tests/support/net.mjs';
 import { exited, track } from '../../tests/support/workerd.mjs';
 
 const HERE = new URL('.', import.meta.url).pathname;
@@ -19,7 +20,7 @@ export const KNOBS = {
 const has = (cmd) => spawnSync('sh', ['-c', `command -v ${cmd}`], { stdio: 'ignore' }).status === 0;
 
 /** `{ name, version }` of the generator to use: `wanted` ('wrk' or 'node') when it can run. */
-export function chooseLoadGenerator(wanted, log) {
+function chooseLoadGenerator(wanted, log) {
   let name = wanted;
   if (name === 'wrk' && !has('wrk')) {
     if (process.getuid?.() === 0 && has('apt-get')) {
@@ -47,7 +48,7 @@ export function chooseLoadGenerator(wanted, log) {
  * `clients` simulated clients, with run tag `tag`; its output goes to `outFile` and is
  * returned. Throws when it fails.
  */
-export async function runLoadGenerator({ generator, base, path, seconds, connections, clients, threads, tag, outFile }) {
+async function runLoadGenerator({ generator, base, path, seconds, connections, clients, threads, tag, outFile }) {
   const out = openSync(outFile, 'w');
   const child =
     generator.name === 'wrk'
@@ -72,4 +73,53 @@ export function parseLoadResult(text) {
   const line = text.split('\n').find((l) => l.startsWith('LOAD_RESULT '));
   if (!line) return null;
   return Object.fromEntries(line.split(/\s+/).slice(1).filter(Boolean).map((kv) => kv.split('=')).map(([k, v]) => [k, Number(v)]));
+}
+
+/** `log` prefixed with the script's name, and `fail`, which logs and ends the process. */
+export function scriptLog(name) {
+  const log = (...args) => console.error(`[${name}]`, ...args);
+  const fail = (message) => {
+    log(message);
+    process.exit(1);
+  };
+  return { log, fail };
+}
+
+/**
+ * The load of one benchmark against the workerd at `base`: the generator LOADGEN names (wrk
+ * by default), and `run(path, seconds, outFile, tag)`, which runs it with the KNOBS'
+ * connections and threads as `clients` simulated clients and returns its output. Every
+ * failure ends the process through `fail`.
+ */
+export function loadRunner({ base, clients, log, fail }) {
+  let generator;
+  try {
+    generator = chooseLoadGenerator(process.env.LOADGEN ?? 'wrk', log);
+  } catch (error) {
+    fail(error.message);
+  }
+  const { connections, threads } = KNOBS;
+  const run = async (path, seconds, outFile, tag) => {
+    try {
+      return await runLoadGenerator({ generator, base, path, seconds, connections, clients, threads, tag, outFile });
+    } catch (error) {
+      fail(error.message);
+    }
+  };
+  return { version: generator.version, run };
+}
+
+/** Fails unless each of `paths` answers 'ok' with 200 to one request with `query`. */
+export async function smokeTest({ base, paths, query, workerd, fail }) {
+  for (const path of paths) {
+    let res;
+    try {
+      res = await get(base, `/${path}?${query}`);
+    } catch (error) {
+      fail(`request to /${path} failed: ${error.message}`);
+    }
+    if (res.status !== 200 || res.text !== 'ok') {
+      fail(`/${path} answered '${res.text.slice(0, 300)} ${res.status}' instead of 'ok 200'\n${workerd.log()}`);
+    }
+  }
 }

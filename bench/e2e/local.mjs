@@ -41,7 +41,7 @@ import {
   writeConfig,
 } from '../../tests/support/workerd.mjs';
 import { get } from '../../tests/support/net.mjs';
-import { chooseLoadGenerator, KNOBS, parseLoadResult, runLoadGenerator } from './loadgen.mjs';
+import { KNOBS, loadRunner, parseLoadResult, scriptLog, smokeTest } from './loadgen.mjs';
 
 const HERE = new URL('.', import.meta.url).pathname;
 const OUT_DIR = join(ROOT, 'bench', 'out');
@@ -54,26 +54,13 @@ const VARIANTS = (env.VARIANTS ?? ALL.join(' ')).split(/\s+/).filter(Boolean);
 // The limiter rounds an interval up to a whole nanosecond (at least 1 ns).
 const INTERVAL_NS = Math.max(1, Math.ceil(Math.round(AT_REFILL_SECONDS * 1e12) / 1e3));
 
-const log = (...args) => console.error('[local]', ...args);
-const fail = (message) => {
-  log(message);
-  process.exit(1);
-};
+const { log, fail } = scriptLog('local');
 for (const v of VARIANTS) if (!ALL.includes(v)) fail(`unknown variant: ${v} (the variants are ${ALL.join(', ')})`);
 
 if (!existsSync(join(PACKAGE, 'local.js'))) {
   log('package (with local.js) not installed in node_modules: running scripts/build.sh');
   execFileSync('bash', [join(ROOT, 'scripts/build.sh')], { stdio: 'inherit' });
 }
-
-// ---- load generator ----
-let LOAD_GENERATOR;
-try {
-  LOAD_GENERATOR = chooseLoadGenerator(env.LOADGEN ?? 'wrk', log);
-} catch (error) {
-  fail(error.message);
-}
-const LOADGEN_VERSION = LOAD_GENERATOR.version;
 
 // ---- bundle, config, workerd (in-memory RateLimiterServer: no storage) ----
 log('bundling bench/e2e/local-worker.js with wrangler deploy --dry-run');
@@ -101,27 +88,10 @@ const BASE = workerd.base;
 const WORKERD_VERSION = await workerdVersion();
 log(`${WORKERD_VERSION} pid ${workerd.pid} on ${BASE}`);
 
-// ---- check every variant once ----
-for (const v of VARIANTS) {
-  let res;
-  try {
-    res = await get(BASE, `/${v}?c=0&t=smoke`);
-  } catch (error) {
-    fail(`request to /${v} failed: ${error.message}`);
-  }
-  if (res.status !== 200 || res.text !== 'ok') fail(`/${v} answered '${res.text.slice(0, 300)} ${res.status}' instead of 'ok 200'\n${workerd.log()}`);
-}
-
-// ---- load ----
-/** Runs the load generator on `path` for `seconds` with run tag `tag`; returns its output. */
-async function runLoad(path, seconds, outFile, tag) {
-  try {
-    const spec = { generator: LOAD_GENERATOR, base: BASE, path, seconds, connections: CONNECTIONS, clients: 1 };
-    return await runLoadGenerator({ ...spec, threads: WRK_THREADS, tag, outFile });
-  } catch (error) {
-    fail(error.message);
-  }
-}
+await smokeTest({ base: BASE, paths: VARIANTS, query: 'c=0&t=smoke', workerd, fail });
+const load = loadRunner({ base: BASE, clients: 1, log, fail });
+const LOADGEN_VERSION = load.version;
+const runLoad = load.run;
 
 const parseLoad = (text) => parseLoadResult(text) ?? fail(`no result from the load generator:\n${text}`);
 

@@ -39,8 +39,7 @@ import {
   wranglerConfig,
   writeConfig,
 } from '../../tests/support/workerd.mjs';
-import { get } from '../../tests/support/net.mjs';
-import { chooseLoadGenerator, KNOBS, runLoadGenerator } from './loadgen.mjs';
+import { KNOBS, loadRunner, scriptLog, smokeTest } from './loadgen.mjs';
 
 const HERE = new URL('.', import.meta.url).pathname;
 const OUT_DIR = join(ROOT, 'bench', 'out');
@@ -56,11 +55,7 @@ const VARIANTS = (
   .filter(Boolean);
 const TMPFS = env.TMPFS ?? '/dev/shm';
 
-const log = (...args) => console.error('[e2e]', ...args);
-const fail = (message) => {
-  log(message);
-  process.exit(1);
-};
+const { log, fail } = scriptLog('e2e');
 
 // The path of each variant in bench/e2e/worker.js.
 const PATHS = {
@@ -86,16 +81,6 @@ if (!existsSync(join(PACKAGE, 'rate_limiter_bg.wasm'))) {
   log('package not installed in node_modules: running scripts/build.sh');
   execFileSync('bash', [join(ROOT, 'scripts/build.sh')], { stdio: 'inherit' });
 }
-
-// ---- load generator ----
-let LOAD_GENERATOR;
-try {
-  LOAD_GENERATOR = chooseLoadGenerator(env.LOADGEN ?? 'wrk', log);
-} catch (error) {
-  log(error.message);
-  process.exit(2);
-}
-const LOADGEN_VERSION = LOAD_GENERATOR.version;
 
 // ---- bundle with wrangler, storage dirs, the capnp config ----
 log('bundling bench/e2e/worker.js with wrangler deploy --dry-run');
@@ -153,28 +138,10 @@ const WORKERD_VERSION = await workerdVersion();
 log(`${WORKERD_VERSION} pid ${workerd.pid} on ${BASE}`);
 log(`Durable Object storage: ${STORAGE_DESC} (${onTmpfs.dir}, ${onDisk})`);
 
-// ---- check every variant once ----
-for (const v of VARIANTS) {
-  const p = PATHS[v];
-  let res;
-  try {
-    res = await get(BASE, `/${p}?c=1&t=smoke`);
-  } catch (error) {
-    fail(`request to /${p} failed: ${error.message}`);
-  }
-  if (res.status !== 200 || res.text !== 'ok') fail(`/${p} answered '${res.text} ${res.status}' instead of 'ok 200'\n${workerd.log()}`);
-}
-
-// ---- load ----
-/** Runs the load generator on `path` for `seconds` (tag: the run tag); returns its output. */
-async function runLoad(path, seconds, outFile, tag) {
-  try {
-    const spec = { generator: LOAD_GENERATOR, base: BASE, path, seconds, connections: CONNECTIONS, clients: CLIENTS };
-    return await runLoadGenerator({ ...spec, threads: WRK_THREADS, tag, outFile });
-  } catch (error) {
-    fail(error.message);
-  }
-}
+await smokeTest({ base: BASE, paths: VARIANTS.map((v) => PATHS[v]), query: 'c=1&t=smoke', workerd, fail });
+const load = loadRunner({ base: BASE, clients: CLIENTS, log, fail });
+const LOADGEN_VERSION = load.version;
+const runLoad = load.run;
 
 const RESULTS = join(bundle.dir, 'results.tsv');
 writeFileSync(RESULTS, '');
