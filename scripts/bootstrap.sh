@@ -33,19 +33,22 @@ if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modu
   npm ci --no-audit --no-fund
 fi
 
-flags=" $* "
+# wants FLAG: whether FLAG is among the script's arguments.
+args=" $* "
+wants() { case "$args" in *" $1 "*) return 0 ;; esac; return 1; }
 
-if [ "${flags#* --matrix }" != "$flags" ]; then
+if wants --matrix; then
   tools=tests/matrix/tools
   if [ ! -f $tools/node_modules/.package-lock.json ] || [ $tools/package-lock.json -nt $tools/node_modules/.package-lock.json ]; then
     say "installing the consumer matrix's Node 22 and pnpm into $tools/node_modules"
     # Not `npm ci`: the registry here serves pnpm's native binary for some platforms only, so
     # the lockfile lacks the others and `npm ci` would call it out of sync.
     npm install --prefix $tools --no-audit --no-fund
+    touch $tools/node_modules/.package-lock.json # an install that changed nothing leaves it old
   fi
 fi
 
-if [ "${flags#* --browser }" != "$flags" ] && ! { command -v chromium && command -v chromedriver; } >/dev/null; then
+if wants --browser && ! { command -v chromium && command -v chromedriver; } >/dev/null; then
   say "installing Debian's chromium and chromium-driver"
   sudo=""
   [ "$(id -u)" = 0 ] || sudo=sudo

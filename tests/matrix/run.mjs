@@ -105,12 +105,6 @@ function locked(file) {
   return [...section.matchAll(/^  '?([^\s':]+)'?:$/gm)].map((m) => m[1]).sort();
 }
 
-function checkNode(project, app) {
-  const { output } = run(app, 'node', ['--version']);
-  if (!output.startsWith('v22.')) throw new Error(`node --version printed ${output}`);
-  ok(`runs on Node ${output.trim()} from tests/matrix/tools`);
-}
-
 function checkHoisted(project, app) {
   const hoisted = [PKG, 'wrangler', 'vitest'];
   const inside = hoisted.filter((name) => existsSync(join(app, 'node_modules', name)));
@@ -252,8 +246,8 @@ function checkReadme() {
 // ---- the projects ----
 
 const PROJECTS = [
-  { name: 'current', manager: 'npm', app: '.', steps: [checkInstall, checkNode, tsc, vitest, dryRun, upgrade] },
-  { name: 'vite', manager: 'npm', app: '.', steps: [checkInstall, checkNode, viteBuild, viteDev] },
+  { name: 'current', manager: 'npm', app: '.', steps: [checkInstall, tsc, vitest, dryRun, upgrade] },
+  { name: 'vite', manager: 'npm', app: '.', steps: [checkInstall, viteBuild, viteDev] },
   { name: 'npm-workspace', manager: 'npm', app: 'apps/api', steps: [checkInstall, checkHoisted, tsc, vitest] },
   { name: 'pnpm', manager: 'pnpm', app: '.', steps: [checkInstall, checkPnpmLayout, tsc, vitest] },
 ];
@@ -265,12 +259,11 @@ function prepare(project, tarball) {
   if (existsSync(dir)) {
     for (const entry of readdirSync(dir)) if (entry !== 'node_modules') rmSync(join(dir, entry), { recursive: true });
   }
-  for (const stale of [PKG, `.pnpm/${PKG.replace('/', '+')}`]) {
-    const parent = join(dir, 'node_modules', stale, '..');
-    const name = stale.split('/').pop();
-    if (existsSync(parent)) {
-      for (const e of readdirSync(parent)) if (e.startsWith(name)) rmSync(join(parent, e), { recursive: true, force: true });
-    }
+  // The package from the last run, so that only this run's tarball can be found.
+  rmSync(join(dir, 'node_modules', PKG), { recursive: true, force: true });
+  const pnpmStore = join(dir, 'node_modules/.pnpm');
+  for (const entry of existsSync(pnpmStore) ? readdirSync(pnpmStore) : []) {
+    if (entry.startsWith(PKG.replace('/', '+'))) rmSync(join(pnpmStore, entry), { recursive: true });
   }
   cpSync(join(here, 'projects', project.name), dir, { recursive: true });
   cpSync(join(here, 'app'), app, { recursive: true });
@@ -293,6 +286,9 @@ try {
   const packed = JSON.parse(run(root, 'npm', ['pack', './pkg', '--json', '--pack-destination', work]).stdout);
   const tarball = join(work, packed[0].filename);
   checkReadme();
+  const node = run(root, 'node', ['--version']).stdout.trim();
+  if (!node.startsWith('v22.')) throw new Error(`node --version printed ${node}: run scripts/bootstrap.sh --matrix`);
+  ok(`every project runs on Node ${node} from tests/matrix/tools`);
   const summary = [];
   for (const project of projects) {
     const before = checks;
