@@ -262,7 +262,7 @@ proptest! {
                     let mut settle = |side: usize| {
                         let used = Cost::new(f64::from(used?)).unwrap();
                         let lease = leases[side].remove(&key)?;
-                        Some(Settlement { id: lease.id, used })
+                        Some(Settlement { id: lease.id, used, left: None })
                     };
                     let (settle_d, settle_m) = (settle(0), settle(1));
                     durable.load(&k, now);

@@ -73,6 +73,7 @@ impl Holder {
         self.lease.take().map(|(lease, used)| Settlement {
             id: lease.id,
             used: Cost::new(used as f64 / UNITS_PER_TOKEN as f64).unwrap(),
+            left: None,
         })
     }
 }
@@ -369,7 +370,15 @@ fn a_lease_banks_no_refill_while_it_is_out() {
     );
     // The holder spent all 5 at 0.9 s and says so at 1.0 s: nothing comes back.
     let used = Cost::new(5.0).unwrap();
-    assert!(limiter.settle(KEY, Settlement { id: lease.id, used }, at(1_000)));
+    assert!(limiter.settle(
+        KEY,
+        Settlement {
+            id: lease.id,
+            used,
+            left: None
+        },
+        at(1_000)
+    ));
     assert!(!limiter.consume(KEY, one, at(1_899)));
     assert!(limiter.consume(KEY, one, at(1_900)));
 }
@@ -390,7 +399,11 @@ fn an_expired_lease_counts_as_fully_used() {
     assert_eq!(limiter.status(KEY, at(ttl_ms)).remaining, 2.0);
     assert_eq!(limiter.status(KEY, at(ttl_ms + 1_000)).remaining, 3.0);
     let used = Cost::ZERO;
-    let late = Settlement { id: lease.id, used };
+    let late = Settlement {
+        id: lease.id,
+        used,
+        left: None,
+    };
     assert!(!limiter.settle(KEY, late, at(ttl_ms + 1_500)), "too late");
     assert_eq!(limiter.status(KEY, at(ttl_ms + 2_000)).remaining, 4.0);
 }

@@ -397,7 +397,7 @@ impl Harness {
         // bucket it fills, which forgets its policy, is seen before the options are read.
         if let Some((lease, used, _)) = self.holders.remove(&id) {
             let used = Cost::new(used as f64 / 1e9).expect("valid");
-            let settlement = Settlement { id: lease.id, used };
+            let settlement = Settlement { id: lease.id, used, left: None };
             self.limiter.settle(key, settlement, now);
             self.status(key);
         }
@@ -432,6 +432,7 @@ impl Harness {
         let settlement = Settlement {
             id: lease.id,
             used: Cost::new(used as f64 / 1e9).expect("valid"),
+            left: None,
         };
         // (If the clock went back, a lease may have ended at a later time already.)
         let live = lease.expires_at > self.latest;

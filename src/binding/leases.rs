@@ -28,9 +28,9 @@ impl RateLimiter {
         let now = Instant::from_millis(now_ms);
         let decision = self
             .engine
-            .limit_leased(&self.key, cost, policy, request.settle, request.want, now)
+            .limit_shared(&self.key, cost, policy, request.settle, request.ask, now)
             .map_err(|e| e.within("policy"))?;
-        Ok(lease_decision_object(&decision).into())
+        Ok(lease_decision_object(&decision, now).into())
     }
 
     /// Ends a lease: `{ id, used }`, the unused part back into the bucket. Returns false

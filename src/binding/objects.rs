@@ -6,8 +6,8 @@ use js_sys::{Array, Object};
 use wasm_bindgen::prelude::*;
 
 use crate::engine::{
-    AllDecision, Decision, LeaseDecision, Options, Status, StoredSnapshot, LEASE_TTL_NANOS,
-    MAX_SAFE_INTEGER,
+    share_period, AllDecision, Decision, Instant, Lease, LeaseDecision, Options, Status,
+    StoredSnapshot, LEASE_TTL_NANOS, MAX_SAFE_INTEGER,
 };
 
 #[wasm_bindgen(inline_js = "
@@ -26,6 +26,14 @@ export function allDecisionObject(allowed, retry_after_ms, results) {
 }
 export function leaseDecisionObject(decision, id, tokens, ttl_ms) {
   decision.lease = tokens > 0 ? { id, tokens, ttl_ms } : null;
+  return decision;
+}
+export function shareDecisionObject(decision, id, tokens, ttl_ms, capacity, refill_every_ns, next) {
+  const share = { capacity, refill_every_ns: refill_every_ns < 0 ? null : refill_every_ns, next: null };
+  if (next.length > 0) {
+    share.next = { capacity: next[0], refill_every_ns: next[1] < 0 ? null : next[1] };
+  }
+  decision.lease = { id, tokens, ttl_ms, share };
   return decision;
 }
 export function optionsObject(max_tokens, refill_every_seconds) {
@@ -59,6 +67,18 @@ extern "C" {
     #[wasm_bindgen(js_name = leaseDecisionObject)]
     fn lease_decision_object_js(decision: Object, id: f64, tokens: f64, ttl_ms: f64) -> Object;
 
+    #[wasm_bindgen(js_name = shareDecisionObject)]
+    #[allow(clippy::too_many_arguments)]
+    fn share_decision_object_js(
+        decision: Object,
+        id: f64,
+        tokens: f64,
+        ttl_ms: f64,
+        capacity: f64,
+        refill_every_ns: f64,
+        next: Vec<f64>,
+    ) -> Object;
+
     #[wasm_bindgen(js_name = optionsObject)]
     fn options_object_js(max_tokens: f64, refill_every_seconds: f64) -> Object;
 
@@ -91,14 +111,41 @@ pub(crate) fn all_decision_object(decision: &AllDecision) -> Object {
     all_decision_object_js(decision.allowed, retry, results)
 }
 
-/// A decision with `lease: { id, tokens, ttl_ms } | null`.
-pub(crate) fn lease_decision_object(decision: &LeaseDecision) -> Object {
+/// A decision with `lease: { id, tokens, ttl_ms, share? } | null`: `tokens` moved into the
+/// lease by the call, `ttl_ms` until its current term ends, and for a share its terms.
+pub(crate) fn lease_decision_object(decision: &LeaseDecision, now: Instant) -> Object {
     let object = decision_object(&decision.decision);
-    let (id, tokens) = decision.lease.map_or((0.0, 0.0), |lease| {
-        (lease.id as f64, lease.billionths as f64 / 1e9)
+    let tokens = decision.moved as f64 / 1e9;
+    let Some(lease) = decision.lease.filter(Lease::is_share) else {
+        let id = decision.lease.map_or(0.0, |lease| lease.id as f64);
+        let ttl_ms = (LEASE_TTL_NANOS / 1_000_000) as f64;
+        return lease_decision_object_js(object, id, tokens, ttl_ms);
+    };
+    let options = &decision.options;
+    let ttl_ms = lease.expires_at.saturating_since(now) as f64 / 1e6;
+    let period = |parts| share_period(options, parts).map_or(-1.0, whole_nanos);
+    let next = lease.next.map_or(Vec::new(), |next| {
+        vec![next.billionths as f64 / 1e9, period(next.parts)]
     });
-    let ttl_ms = (LEASE_TTL_NANOS / 1_000_000) as f64;
-    lease_decision_object_js(object, id, tokens, ttl_ms)
+    share_decision_object_js(
+        object,
+        lease.id as f64,
+        tokens,
+        ttl_ms,
+        lease.billionths as f64 / 1e9,
+        period(lease.parts),
+        next,
+    )
+}
+
+/// A period as a JavaScript number of nanoseconds; one too long to hold exactly is "never"
+/// (-1), so a holder never refills early.
+fn whole_nanos(period: u128) -> f64 {
+    if period > MAX_SAFE_INTEGER as u128 {
+        -1.0
+    } else {
+        period as f64
+    }
 }
 
 pub(crate) fn options_object(options: &Options) -> Object {

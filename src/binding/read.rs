@@ -8,7 +8,7 @@ use wasm_bindgen::prelude::*;
 
 use super::errors::JsSpelling;
 use super::key::encode_key;
-use crate::engine::{decimal, join, Cost, Error, OptionsPatch, Settlement, Spelling};
+use crate::engine::{decimal, join, Cost, Error, LeaseAsk, OptionsPatch, Settlement, Spelling};
 
 #[wasm_bindgen]
 extern "C" {
@@ -183,51 +183,71 @@ pub(crate) fn read_requests(requests: &JsValue) -> Result<Vec<OwnedRequest>, Err
 
 /// The lease part of a `limitLeased` call, read and validated.
 pub(crate) struct LeaseRequest {
-    pub want: Cost,
+    pub ask: LeaseAsk,
     pub settle: Option<Settlement>,
 }
 
-/// `{ want?, settle? }` named `name`; `undefined` asks for no lease and settles nothing.
+/// `{ want?, settle?, rate?, renew? }` named `name`; `undefined` asks for no lease and
+/// settles nothing.
 pub(crate) fn read_lease_request(value: &JsValue, name: &str) -> Result<LeaseRequest, Error> {
+    let mut ask = LeaseAsk::default();
     if value.is_undefined() {
-        return Ok(LeaseRequest {
-            want: Cost::ZERO,
-            settle: None,
-        });
+        return Ok(LeaseRequest { ask, settle: None });
     }
-    let object = read_object(value, name, &["want", "settle"], "want and settle")?;
+    let object = read_object(
+        value,
+        name,
+        &["want", "settle", "rate", "renew"],
+        "want, settle, rate and renew",
+    )?;
     let want_path = join(&[name, ".want"]);
-    let want = match read_field(object, "want", &want_path)? {
-        Some(want) => read_cost(&want, &want_path)?,
-        None => Cost::ZERO,
-    };
+    if let Some(want) = read_field(object, "want", &want_path)? {
+        ask.want = read_cost(&want, &want_path)?;
+    }
     let settle_path = join(&[name, ".settle"]);
     let settle = read_field(object, "settle", &settle_path)?
         .map(|value| read_settlement(&value, &settle_path))
         .transpose()?;
-    Ok(LeaseRequest { want, settle })
+    let rate_path = join(&[name, ".rate"]);
+    if let Some(rate) = read_field(object, "rate", &rate_path)? {
+        // A rate is validated as a cost: a finite number >= 0.
+        read_cost(&rate, &rate_path)?;
+        ask.rate = rate.as_f64().unwrap_or(0.0);
+    }
+    let renew_path = join(&[name, ".renew"]);
+    if let Some(renew) = read_field(object, "renew", &renew_path)? {
+        ask.renew = Some(read_lease_id(&renew, &renew_path)?);
+    }
+    Ok(LeaseRequest { ask, settle })
 }
 
-/// `{ id, used }` named `name`: a lease id the limiter gave, and the tokens spent from it.
-pub(crate) fn read_settlement(value: &JsValue, name: &str) -> Result<Settlement, Error> {
-    let object = read_object(value, name, &["id", "used"], "id and used")?;
-    let id_path = join(&[name, ".id"]);
-    let id = read_field(object, "id", &id_path)?.unwrap_or(JsValue::UNDEFINED);
-    let id = read_number(&id, &id_path)?;
+/// A lease id the limiter gave: a whole number from 0 to 2^53 - 1.
+fn read_lease_id(value: &JsValue, path: &str) -> Result<u64, Error> {
+    let id = read_number(value, path)?;
     if !(id.fract() == 0.0 && (0.0..=9_007_199_254_740_991.0).contains(&id)) {
         return Err(Error::OutOfRange {
-            field: id_path,
+            field: path.into(),
             expected: "a lease id (a whole number from 0 to 9007199254740991)",
             got: id,
         });
     }
+    Ok(id as u64)
+}
+
+/// `{ id, used }` named `name`: a lease id the limiter gave, and the tokens spent from it.
+pub(crate) fn read_settlement(value: &JsValue, name: &str) -> Result<Settlement, Error> {
+    let object = read_object(value, name, &["id", "used", "left"], "id, used and left")?;
+    let id_path = join(&[name, ".id"]);
+    let id = read_field(object, "id", &id_path)?.unwrap_or(JsValue::UNDEFINED);
+    let id = read_lease_id(&id, &id_path)?;
     let used_path = join(&[name, ".used"]);
     let used = read_field(object, "used", &used_path)?.unwrap_or(JsValue::UNDEFINED);
     let used = read_tokens(&used, &used_path)?;
-    Ok(Settlement {
-        id: id as u64,
-        used,
-    })
+    let left_path = join(&[name, ".left"]);
+    let left = read_field(object, "left", &left_path)?
+        .map(|value| read_tokens(&value, &left_path))
+        .transpose()?;
+    Ok(Settlement { id, used, left })
 }
 
 /// A short description of a value for error messages, e.g. `string "10"` or `null`.

@@ -56,10 +56,22 @@ pub fn refill_leased(
     options: &Options,
     now: Instant,
 ) -> Option<Bucket> {
+    refill_every(stored, leased, Some(options.interval_nanos()), options, now)
+}
+
+/// [`refill_leased`] for a bucket that gains a token every `period` nanoseconds instead of
+/// every interval (part of its refill is out on shares), or never (`None`).
+pub fn refill_every(
+    stored: Option<Bucket>,
+    leased: u64,
+    period: Option<u128>,
+    options: &Options,
+    now: Instant,
+) -> Option<Bucket> {
     let bucket = stored?;
     if leased > 0 {
         let room = options.capacity_units().saturating_sub(leased);
-        let refilled = refill(Some(bucket), options, now);
+        let refilled = refill_every(Some(bucket), 0, period, options, now);
         return Some(match refilled {
             Some(b) if b.units < room && bucket.units < room => b,
             // At capacity with the leased tokens, now or at the last change: no progress.
@@ -72,14 +84,18 @@ pub fn refill_leased(
             },
         });
     }
+    let Some(period) = period else {
+        // No refill at all: progress stands still.
+        return (bucket.units < options.capacity_units()).then_some(bucket);
+    };
     let elapsed = now.saturating_since(bucket.last_refill);
-    if u128::from(elapsed) < options.interval_nanos() {
+    if u128::from(elapsed) < period {
         // The common case of a busy key: no division needed.
         return (bucket.units < options.capacity_units()).then_some(bucket);
     }
-    // The interval is at most the elapsed time here, so it fits 64 bits.
-    let interval = options.interval_nanos() as u64;
-    let k = elapsed / interval;
+    // The period is at most the elapsed time here, so it fits 64 bits.
+    let period = period as u64;
+    let k = elapsed / period;
     let units = bucket
         .units
         .saturating_add(k.saturating_mul(options.unit()));
@@ -88,8 +104,8 @@ pub fn refill_leased(
     }
     Some(Bucket {
         units,
-        // k * interval <= the elapsed time, so this cannot overflow.
-        last_refill: bucket.last_refill.saturating_add(k * interval),
+        // k * period <= the elapsed time, so this cannot overflow.
+        last_refill: bucket.last_refill.saturating_add(k * period),
     })
 }
 

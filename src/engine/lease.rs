@@ -1,9 +1,8 @@
-//! Leases: tokens that a holder (a Worker isolate) takes from a bucket in one call and
-//! spends locally on later requests. Until the holder settles a lease, or it expires, its
-//! tokens count as still in the bucket for refill purposes ([`refill_leased`]), so a holder
-//! and the bucket together never bank progress. An expired lease counts as fully used.
-//!
-//! [`refill_leased`]: super::bucket::refill_leased
+//! Leases and shares: a holder (a Worker isolate) takes a part of a bucket's capacity, and of
+//! its refill for a share, and spends it locally on later requests. Until the holder settles
+//! it, or it expires, that capacity counts as taken from the bucket (its tokens as still in
+//! it), so a holder and the bucket together never bank progress. An expired lease counts as
+//! fully used. The accounting of shares over time is in [`share`](super::share).
 
 use core::hash::BuildHasher;
 
@@ -17,14 +16,78 @@ pub const LEASE_TTL_NANOS: u64 = 10_000_000_000;
 
 /// Leases a key may have at once; a call beyond it is served without a new lease, so memory
 /// stays bounded whatever callers do.
-pub const MAX_LEASES_PER_KEY: usize = 64;
+pub const MAX_LEASES_PER_KEY: usize = 1_024;
 
-/// One lease, in billionths of a token whatever the bucket's unit.
+/// One lease or share. Amounts are billionths of a token whatever the bucket's unit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Lease {
     pub id: u64,
+    /// The capacity of the current term (of a plain lease: the tokens it was granted).
     pub billionths: u64,
+    /// The parts of the refill of the current term, of [`RATE_PARTS`](super::RATE_PARTS).
+    pub parts: u32,
+    /// The end of the current term.
     pub expires_at: Instant,
+    /// The term that follows the current one, for another [`LEASE_TTL_NANOS`].
+    pub next: Option<Term>,
+    /// The parts the holder asked for at its last grant or renewal (0: a plain lease).
+    pub wanted: u32,
+}
+
+/// A share's terms for one stretch of time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Term {
+    pub billionths: u64,
+    pub parts: u32,
+}
+
+impl Lease {
+    /// A plain lease of `billionths` tokens (no refill, no next term).
+    pub fn plain(id: u64, billionths: u64, expires_at: Instant) -> Lease {
+        Lease {
+            id,
+            billionths,
+            parts: 0,
+            expires_at,
+            next: None,
+            wanted: 0,
+        }
+    }
+
+    /// Whether it is a share (asked for a part of the refill), not a plain lease.
+    pub fn is_share(&self) -> bool {
+        self.wanted > 0 || self.parts > 0 || self.next.is_some()
+    }
+
+    /// When its last term ends: from then on it counts as fully used.
+    pub fn ends_at(&self) -> Instant {
+        match self.next {
+            Some(_) => self.expires_at.saturating_add(LEASE_TTL_NANOS),
+            None => self.expires_at,
+        }
+    }
+
+    /// The terms in force at `at` (a term covers its start, not its end), if any.
+    pub fn terms_at(&self, at: Instant) -> Option<Term> {
+        if at < self.expires_at {
+            return Some(Term {
+                billionths: self.billionths,
+                parts: self.parts,
+            });
+        }
+        self.next.filter(|_| at < self.ends_at())
+    }
+
+    /// The lease as it stands at `now`: a next term that has begun becomes the current one.
+    pub fn advanced(mut self, now: Instant) -> Lease {
+        if let Some(next) = self.next.filter(|_| now >= self.expires_at) {
+            self.billionths = next.billionths;
+            self.parts = next.parts;
+            self.expires_at = self.ends_at();
+            self.next = None;
+        }
+        self
+    }
 }
 
 /// The leases of every key that has some: a dense list indexed by a hash table of positions
@@ -79,17 +142,31 @@ impl Leases {
     pub fn keys_with_expired(&self, now: Instant) -> Vec<Box<[u8]>> {
         self.keys
             .iter()
-            .filter(|(_, leases)| leases.iter().any(|l| l.expires_at <= now))
+            .filter(|(_, leases)| leases.iter().any(|l| l.ends_at() <= now))
             .map(|(key, _)| key.clone())
             .collect()
     }
 
-    /// Drops the leases of `key` that have expired by `now`.
+    /// Drops the leases of `key` that have expired by `now`, and starts the next terms that
+    /// have begun.
     pub fn drop_expired(&mut self, key: &[u8], now: Instant) {
         if let Some(at) = self.position(key) {
-            self.keys[at].1.retain(|l| l.expires_at > now);
-            if self.keys[at].1.is_empty() {
+            let leases = &mut self.keys[at].1;
+            leases.retain(|l| l.ends_at() > now);
+            for lease in leases.iter_mut() {
+                *lease = lease.advanced(now);
+            }
+            if leases.is_empty() {
                 self.remove(at);
+            }
+        }
+    }
+
+    /// Replaces the lease of `key` with the id of `lease` (a renewal).
+    pub fn replace(&mut self, key: &[u8], lease: Lease) {
+        if let Some(at) = self.position(key) {
+            if let Some(slot) = self.keys[at].1.iter_mut().find(|l| l.id == lease.id) {
+                *slot = lease;
             }
         }
     }
@@ -110,12 +187,16 @@ impl Leases {
         self.of(key).len() < MAX_LEASES_PER_KEY
     }
 
-    /// Records a new lease of `billionths` on `key` and returns it.
-    pub fn grant(&mut self, key: &[u8], billionths: u64, now: Instant) -> Lease {
+    /// Records a new lease on `key` with the terms `term` from `now`, asked for with
+    /// `wanted` parts, and returns it.
+    pub fn grant(&mut self, key: &[u8], term: Term, wanted: u32, now: Instant) -> Lease {
         let lease = Lease {
             id: self.next_id,
-            billionths,
+            billionths: term.billionths,
+            parts: term.parts,
             expires_at: now.saturating_add(LEASE_TTL_NANOS),
+            next: None,
+            wanted,
         };
         self.next_id = (self.next_id + 1) & ID_MASK;
         self.add(key, &[lease]);

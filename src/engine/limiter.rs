@@ -4,8 +4,12 @@ use super::bucket::{
     self, convert, full_at, refill, refill_leased, take, wait_for, wait_for_full, Bucket, Status,
 };
 use super::error::{decimal, join, Error};
-use super::lease::{Lease, Leases, LEASE_TTL_NANOS};
+use super::lease::{Lease, Leases, Term, LEASE_TTL_NANOS};
 use super::options::{Cost, Options, OptionsPatch, UNITS_PER_TOKEN};
+use super::share::{
+    allocate, main_period, out_at, refill_through_leases, rescale, term_units, wait_through_leases,
+    wanted_parts,
+};
 use super::snapshot::{KeyedSnapshot, Snapshot, StoredSnapshot};
 use super::store::Store;
 use super::time::{ceil_millis, Instant};
@@ -20,19 +24,46 @@ pub struct Limiter {
     leased_keys_at_last_pass: usize,
 }
 
-/// A holder's report on a lease it took: how much of it it spent.
+/// A holder's report on a lease it took: how much of it it spent. For a share, what its
+/// sub-bucket has `left` goes back (without it, nothing: the share counts as fully used).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Settlement {
     pub id: u64,
     pub used: Cost,
+    pub left: Option<Cost>,
+}
+
+/// What a holder asks of `limit_shared` besides the call's own cost.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LeaseAsk {
+    /// Tokens wanted now: a plain lease's size, or a share's top-up.
+    pub want: Cost,
+    /// Tokens per second the holder expects to need; above 0 asks for a share of the refill.
+    pub rate: f64,
+    /// The holder's share to renew (and top up), instead of a new one.
+    pub renew: Option<u64>,
+}
+
+impl Default for LeaseAsk {
+    fn default() -> Self {
+        LeaseAsk {
+            want: Cost::ZERO,
+            rate: 0.0,
+            renew: None,
+        }
+    }
 }
 
 /// What `limit_leased` reports: the decision for the call's own cost, and the lease granted
-/// for later requests, if any.
+/// (or the share renewed) for later requests, if any.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LeaseDecision {
     pub decision: Decision,
     pub lease: Option<Lease>,
+    /// Billionths of a token moved into the lease by this call (a plain lease: all of it).
+    pub moved: u64,
+    /// The options the call used (a share's periods follow from them).
+    pub options: Options,
 }
 
 /// What `limit` reports about one key.
@@ -80,6 +111,9 @@ struct View {
     /// Units out on live leases (under `options`), and when the last of them expires.
     leased: u64,
     last_expiry: Option<Instant>,
+    /// The live leases, and whether any of them is a share (its waits walk their terms).
+    live: Vec<Lease>,
+    shared: bool,
 }
 
 impl Limiter {
@@ -190,43 +224,143 @@ impl Limiter {
         want: Cost,
         now: Instant,
     ) -> Result<LeaseDecision, Error> {
+        let ask = LeaseAsk {
+            want,
+            ..LeaseAsk::default()
+        };
+        self.limit_shared(key, cost, policy, settle, ask, now)
+    }
+
+    /// [`limit_leased`](Self::limit_leased) that may also grant or renew a share: a part of
+    /// the bucket's capacity and refill that the holder runs as a bucket of its own (see
+    /// [`share`](super::share)). A share is granted (or renewed) whether or not the call's own
+    /// cost is allowed: it is how a holder decides on its own at any demand.
+    pub fn limit_shared(
+        &mut self,
+        key: &[u8],
+        cost: Cost,
+        policy: Option<OptionsPatch>,
+        settle: Option<Settlement>,
+        ask: LeaseAsk,
+        now: Instant,
+    ) -> Result<LeaseDecision, Error> {
         let given = policy.is_some();
         let policy = self.resolve(policy)?;
         if let Some(settlement) = settle {
             self.settle(key, settlement, now);
         }
-        let view = self.view(key, policy, now);
+        let mut view = self.view(key, policy, now);
         let outcome = take(view.current, cost, &view.options, now);
         let mut state = outcome.unwrap_or(view.current);
-        let mut lease = None;
+        let options = view.options;
+        let (mut lease, mut moved) = (None, 0);
         // (At the end of time a lease would expire as it is granted: none then.)
         let lasts = now.saturating_add(LEASE_TTL_NANOS) > now;
-        if outcome.is_ok() && want > Cost::ZERO && lasts && self.leases.has_room(key) {
-            let options = &view.options;
-            let left = state.map_or(options.capacity_units(), |b| b.units());
-            let wanted = want.units(options).unwrap_or(options.capacity_units());
-            let granted = wanted.min(left / 2);
+        let left = |state: Option<Bucket>| state.map_or(options.capacity_units(), |b| b.units());
+        let want = ask.want.units(&options).unwrap_or(options.capacity_units());
+        let renewed = ask
+            .renew
+            .and_then(|id| view.live.iter().find(|l| l.id == id && l.is_share()))
+            .copied();
+        if let (Some(share), true) = (renewed, lasts) {
+            let mut share = share.advanced(now);
+            share.wanted = wanted_parts(ask.rate, &options);
+            if share.next.is_none() {
+                let others: Vec<Lease> = view
+                    .live
+                    .iter()
+                    .filter(|l| l.id != share.id)
+                    .copied()
+                    .collect();
+                share.next = Some(allocate(&others, share.wanted, &options, share.expires_at));
+            }
+            if outcome.is_ok() {
+                moved = want
+                    .min(left(state) / 2)
+                    .min(term_units(share.billionths, &options));
+            }
+            state = state.map(|b| Bucket::from_parts(b.units() - moved, b.last_refill()));
+            if moved > 0 && state.is_none() {
+                state = Some(Bucket::from_parts(options.capacity_units() - moved, now));
+            }
+            self.leases.replace(key, share);
+            if let Some(slot) = view.live.iter_mut().find(|l| l.id == share.id) {
+                *slot = share;
+            }
+            view.last_expiry = view.last_expiry.max(Some(share.ends_at()));
+            lease = Some(share);
+        } else if ask.rate > 0.0 && ask.renew.is_none() && lasts && self.leases.has_room(key) {
+            let wanted = wanted_parts(ask.rate, &options);
+            let term = allocate(&view.live, wanted, &options, now);
+            // The share's capacity leaves the main bucket's: what no longer fits there moves
+            // into the share, with the top-up asked for when the call was allowed.
+            let units = left(state);
+            let room = options.capacity_units().saturating_sub(
+                view.leased
+                    .saturating_add(term_units(term.billionths, &options)),
+            );
+            let top_up = if outcome.is_ok() {
+                want.min(units / 2)
+            } else {
+                0
+            };
+            moved = units
+                .saturating_sub(room)
+                .max(top_up)
+                .min(term_units(term.billionths, &options));
+            let since = state.map_or(now, |b| b.last_refill());
+            let before = main_period(&options, out_at(&view.live, &options, now).parts);
+            let granted = self.leases.grant(key, term, wanted, now);
+            view.live.push(granted);
+            let after = main_period(&options, out_at(&view.live, &options, now).parts);
+            state = rescale(
+                Some(Bucket::from_parts(units - moved, since)),
+                before,
+                after,
+                now,
+            );
+            view.leased = view
+                .leased
+                .saturating_add(term_units(term.billionths, &options));
+            view.last_expiry = view.last_expiry.max(Some(granted.ends_at()));
+            view.shared = true;
+            lease = Some(granted);
+            self.expire_leases_everywhere(now);
+        } else if outcome.is_ok() && want > 0 && lasts && self.leases.has_room(key) {
+            let units = left(state);
+            let granted = want.min(units / 2);
             if granted > 0 {
                 let since = state.map_or(now, |b| b.last_refill());
-                state = Some(Bucket::from_parts(left - granted, since));
-                let billionths = granted.saturating_mul(UNITS_PER_TOKEN / options.unit());
-                lease = Some(self.leases.grant(key, billionths, now));
+                state = Some(Bucket::from_parts(units - granted, since));
+                let term = Term {
+                    billionths: granted.saturating_mul(UNITS_PER_TOKEN / options.unit()),
+                    parts: 0,
+                };
+                let granted_lease = self.leases.grant(key, term, 0, now);
+                view.leased = view
+                    .leased
+                    .saturating_add(lease_units(&granted_lease, &options));
+                view.last_expiry = view.last_expiry.max(Some(granted_lease.expires_at));
+                view.live.push(granted_lease);
+                moved = granted;
+                lease = Some(granted_lease);
                 self.expire_leases_everywhere(now);
             }
         }
-        // A denied call without a policy changes nothing, like a denied `consume`.
-        if outcome.is_ok() || given {
-            self.commit(key, view.at, state, view.policy, now);
-        }
-        let mut view = view;
-        if let Some(lease) = &lease {
-            view.leased = view
-                .leased
-                .saturating_add(lease_units(lease, &view.options));
-            view.last_expiry = view.last_expiry.max(Some(lease.expires_at));
+        // A denied call without a policy changes nothing, like a denied `consume`; one that
+        // granted or renewed a share records it.
+        if outcome.is_ok() || given || lease.is_some() {
+            let at = self.store.position(key);
+            self.commit(key, at, state, view.policy, now);
         }
         let decision = self.decision(outcome.is_ok(), state, cost, &view, now);
-        Ok(LeaseDecision { decision, lease })
+        let moved = moved.saturating_mul(UNITS_PER_TOKEN / options.unit());
+        Ok(LeaseDecision {
+            decision,
+            lease,
+            moved,
+            options,
+        })
     }
 
     /// Ends the lease `settlement.id` of `key`: the unused part goes back into the bucket.
@@ -234,23 +368,35 @@ impl Limiter {
     /// `used` above the lease counts as the whole lease.
     pub fn settle(&mut self, key: &[u8], settlement: Settlement, now: Instant) -> bool {
         let view = self.view(key, None, now);
-        let live = self
-            .leases
-            .of(key)
-            .iter()
-            .any(|l| l.id == settlement.id && l.expires_at > now);
-        if !live {
+        if !view.live.iter().any(|l| l.id == settlement.id) {
             return false;
         }
         let Some(lease) = self.leases.take(key, settlement.id) else {
             return false;
         };
+        let lease = lease.advanced(now);
         let options = &view.options;
-        let unused = lease
-            .billionths
-            .saturating_sub(u64::try_from(settlement.used.billionths()).unwrap_or(u64::MAX));
+        let unused = match (lease.is_share(), settlement.left) {
+            (false, _) => lease
+                .billionths
+                .saturating_sub(u64::try_from(settlement.used.billionths()).unwrap_or(u64::MAX)),
+            (true, Some(left)) => u64::try_from(left.billionths())
+                .unwrap_or(u64::MAX)
+                .min(lease.billionths),
+            (true, None) => 0,
+        };
         let leased = view.leased.saturating_sub(lease_units(&lease, options));
         let next = give_back(view.current, u128::from(unused), leased, options);
+        // Its parts come back to the main bucket from now.
+        let before = main_period(options, out_at(&view.live, options, now).parts);
+        let rest: Vec<Lease> = view
+            .live
+            .iter()
+            .filter(|l| l.id != lease.id)
+            .copied()
+            .collect();
+        let after = main_period(options, out_at(&rest, options, now).parts);
+        let next = rescale(next, before, after, now);
         self.commit(key, view.at, next, view.policy, now);
         true
     }
@@ -358,7 +504,7 @@ impl Limiter {
         let leases = self.leases.of(key).to_vec();
         // With leases out, its refill may wait for them, and what is left when they end is
         // at least nothing: full a whole refill after the last one ends, at the latest.
-        let from = match leases.iter().map(|l| l.expires_at).max() {
+        let from = match leases.iter().map(Lease::ends_at).max() {
             Some(last) => Bucket::from_parts(0, last.max(bucket.last_refill())),
             None => bucket,
         };
@@ -448,7 +594,11 @@ impl Limiter {
         }
         let before = remembered.unwrap_or(self.options);
         let options = policy.unwrap_or(before);
-        let live: Vec<Lease> = leases.into_iter().filter(|l| l.expires_at > now).collect();
+        let live: Vec<Lease> = leases
+            .into_iter()
+            .filter(|l| l.ends_at() > now)
+            .map(|l| l.advanced(now))
+            .collect();
         if policy.is_some() && options != before {
             let full =
                 current.map(|b| Bucket::from_parts(options.capacity_units(), b.last_refill()));
@@ -458,7 +608,8 @@ impl Limiter {
                 current = current.or(full);
             }
         }
-        let leased = leased_units(&live, &options);
+        let leased = out_at(&live, &options, now).units;
+        let shared = live.iter().any(Lease::is_share);
         View {
             at: stored_at,
             current: refill_leased(current, leased, &options, now),
@@ -466,7 +617,9 @@ impl Limiter {
             policy: policy.or(remembered),
             remembered: policy.is_none() && remembered.is_some(),
             leased,
-            last_expiry: live.iter().map(|l| l.expires_at).max(),
+            last_expiry: live.iter().map(Lease::ends_at).max(),
+            live,
+            shared,
         }
     }
 
@@ -527,6 +680,11 @@ impl Limiter {
         let options = &view.options;
         let wait = if allowed {
             Some(0)
+        } else if view.shared {
+            let needed = cost.units(options);
+            needed
+                .and_then(|needed| wait_through_leases(state, needed, &view.live, options, now))
+                .map(whole_millis)
         } else if view.leased > 0 {
             leased_wait(state, cost, view, now).map(whole_millis)
         } else {
@@ -558,6 +716,20 @@ fn status_of(state: Option<Bucket>, view: &View, now: Instant) -> Status {
     let options = &view.options;
     let mut status = bucket::status(state, options, now);
     let units = state.map_or(options.capacity_units(), |b| b.units());
+    if view.shared {
+        if let Some(bucket) = state {
+            let next = bucket
+                .units()
+                .saturating_add(1)
+                .min(options.capacity_units());
+            let wait = wait_through_leases(state, next, &view.live, options, now);
+            let ends = view.last_expiry.map_or(0, |e| e.as_nanos());
+            let fallback = u128::from(ends.saturating_sub(now.as_nanos()))
+                .saturating_add(options.interval_nanos());
+            status.reset_in_ms = ceil_millis(wait.unwrap_or(fallback));
+        }
+        return status;
+    }
     if view.leased > 0 && units.saturating_add(view.leased) >= options.capacity_units() {
         let ends = view.last_expiry.map_or(0, |e| e.as_nanos());
         let wait = u128::from(ends.saturating_sub(now.as_nanos()))
@@ -565,13 +737,6 @@ fn status_of(state: Option<Bucket>, view: &View, now: Instant) -> Status {
         status.reset_in_ms = ceil_millis(wait);
     }
     status
-}
-
-/// The tokens of `leases` in the units of `options`, rounded up (saturating).
-fn leased_units(leases: &[Lease], options: &Options) -> u64 {
-    leases
-        .iter()
-        .fold(0, |sum: u64, l| sum.saturating_add(lease_units(l, options)))
 }
 
 /// `bucket` given `billionths` back (a settled lease's unused part, a refund): whole units
@@ -595,32 +760,6 @@ fn give_back(
 /// A lease's tokens in the units of `options`, rounded up.
 fn lease_units(lease: &Lease, options: &Options) -> u64 {
     lease.billionths.div_ceil(UNITS_PER_TOKEN / options.unit())
-}
-
-/// Brings `bucket` to `now` under `options` while part of it is out on `leases`. Each lease
-/// that has expired by `now` ends at its expiry, counted as fully used.
-fn refill_through_leases(
-    bucket: Bucket,
-    leases: &[Lease],
-    options: &Options,
-    now: Instant,
-) -> Option<Bucket> {
-    let mut leased = leased_units(leases, options);
-    let mut current = Some(bucket);
-    // The expired ones in order of expiry (a key has few leases: no sort needed).
-    let mut ended = Instant::default();
-    while let Some(lease) = leases
-        .iter()
-        .filter(|l| l.expires_at > ended && l.expires_at <= now)
-        .min_by_key(|l| l.expires_at)
-    {
-        ended = lease.expires_at;
-        for lease in leases.iter().filter(|l| l.expires_at == ended) {
-            current = refill_leased(current, leased, options, ended);
-            leased = leased.saturating_sub(lease_units(lease, options));
-        }
-    }
-    refill_leased(current, leased, options, now)
 }
 
 /// Nanoseconds until the bucket holds `cost` while leases are out, assuming the worst: every

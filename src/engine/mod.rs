@@ -6,18 +6,20 @@ mod error;
 mod lease;
 mod limiter;
 mod options;
+mod share;
 mod snapshot;
 mod store;
 mod time;
 
 pub use bucket::Status;
 pub use error::{decimal, join, Error, JsNumber, Spelling};
-pub use lease::{Lease, LEASE_TTL_NANOS, MAX_LEASES_PER_KEY};
-pub use limiter::{AllDecision, Decision, LeaseDecision, Limiter, Request, Settlement};
+pub use lease::{Lease, Term, LEASE_TTL_NANOS, MAX_LEASES_PER_KEY};
+pub use limiter::{AllDecision, Decision, LeaseAsk, LeaseDecision, Limiter, Request, Settlement};
 pub use options::{
     Cost, Options, OptionsPatch, DEFAULT_MAX_TOKENS, DEFAULT_REFILL_EVERY_SECONDS,
     MAX_SAFE_INTEGER, MAX_TOKENS_IN_BILLIONTHS, UNITS_PER_TOKEN,
 };
+pub use share::{main_period, share_period, RATE_PARTS};
 pub use snapshot::{KeyedSnapshot, Snapshot, StoredSnapshot};
 pub use store::SWEEP_STEPS;
 pub use time::Instant;

@@ -3,23 +3,28 @@
 //!
 //! Layout, little-endian: version (1 byte), flags (1 byte: bit 0 = has a policy, bit 1 = has
 //! leases), units (u64), last refill (u64 ns since the epoch), then with a policy its
-//! `max_tokens` and `refill_every_seconds` as f64, then with leases their count (1 byte) and
-//! each lease's id, billionths and expiry (u64 ns since the epoch). Units count in the unit
-//! of the options the bucket had when it was saved; [`Options::new`] rebuilds a policy
+//! `max_tokens` and `refill_every_seconds` as f64, then the leases. Version 1 (written by
+//! earlier releases; read still): their count (1 byte) and each lease's id, billionths and
+//! expiry (u64 ns since the epoch). Version 2 (written whenever a key has leases): their count
+//! (u16) and each lease's id, billionths, expiry, parts (u32), wanted parts (u32), and its
+//! next term: a flag byte (1 = present), billionths (u64) and parts (u32). Units count in the
+//! unit of the options the bucket had when it was saved; [`Options::new`] rebuilds a policy
 //! exactly from its two numbers.
 
 use super::bucket::Bucket;
 use super::error::Error;
-use super::lease::{Lease, MAX_LEASES_PER_KEY};
+use super::lease::{Lease, Term, MAX_LEASES_PER_KEY};
 use super::options::Options;
 use super::time::Instant;
 
 const VERSION: u8 = 1;
+const VERSION_WITH_SHARES: u8 = 2;
 const HAS_POLICY: u8 = 1;
 const HAS_LEASES: u8 = 2;
 const PLAIN_LEN: usize = 18;
 const POLICY_LEN: usize = PLAIN_LEN + 16;
 const LEASE_LEN: usize = 24;
+const SHARE_LEN: usize = LEASE_LEN + 4 + 4 + 1 + 8 + 4;
 
 /// A key's snapshot as a caller stores it (the durable class: one row per key).
 #[derive(Debug, Clone, PartialEq)]
@@ -50,8 +55,13 @@ pub struct Snapshot {
 
 impl Snapshot {
     pub fn encode(&self) -> Vec<u8> {
-        let mut bytes = Vec::with_capacity(POLICY_LEN + 1 + LEASE_LEN * self.leases.len());
-        bytes.push(VERSION);
+        let mut bytes = Vec::with_capacity(POLICY_LEN + 2 + SHARE_LEN * self.leases.len());
+        let version = if self.leases.is_empty() {
+            VERSION
+        } else {
+            VERSION_WITH_SHARES
+        };
+        bytes.push(version);
         let policy_flag = if self.policy.is_some() { HAS_POLICY } else { 0 };
         let lease_flag = if self.leases.is_empty() {
             0
@@ -66,11 +76,18 @@ impl Snapshot {
             bytes.extend_from_slice(&policy.refill_every_seconds().to_le_bytes());
         }
         if !self.leases.is_empty() {
-            bytes.push(self.leases.len() as u8); // at most MAX_LEASES_PER_KEY
-            for lease in &self.leases {
+            let count = self.leases.len().min(MAX_LEASES_PER_KEY) as u16;
+            bytes.extend_from_slice(&count.to_le_bytes());
+            for lease in self.leases.iter().take(count.into()) {
                 bytes.extend_from_slice(&lease.id.to_le_bytes());
                 bytes.extend_from_slice(&lease.billionths.to_le_bytes());
                 bytes.extend_from_slice(&lease.expires_at.as_nanos().to_le_bytes());
+                bytes.extend_from_slice(&lease.parts.to_le_bytes());
+                bytes.extend_from_slice(&lease.wanted.to_le_bytes());
+                let next = lease.next.unwrap_or_default();
+                bytes.push(u8::from(lease.next.is_some()));
+                bytes.extend_from_slice(&next.billionths.to_le_bytes());
+                bytes.extend_from_slice(&next.parts.to_le_bytes());
             }
         }
         bytes
@@ -84,8 +101,19 @@ impl Snapshot {
             length: bytes.len(),
         };
         let word = |at: usize| -> Option<[u8; 8]> { bytes.get(at..at + 8)?.try_into().ok() };
-        let (Some(&VERSION), Some(&flags)) = (bytes.first(), bytes.get(1)) else {
+        let half = |at: usize| -> Option<[u8; 4]> { bytes.get(at..at + 4)?.try_into().ok() };
+        let (Some(&version), Some(&flags)) = (bytes.first(), bytes.get(1)) else {
             return Err(unreadable());
+        };
+        let shares = match version {
+            VERSION => false,
+            VERSION_WITH_SHARES if flags & HAS_LEASES != 0 => true,
+            _ => return Err(unreadable()),
+        };
+        let (count_len, lease_len) = if shares {
+            (2, SHARE_LEN)
+        } else {
+            (1, LEASE_LEN)
         };
         if flags & !(HAS_POLICY | HAS_LEASES) != 0 {
             return Err(unreadable());
@@ -95,15 +123,20 @@ impl Snapshot {
         } else {
             PLAIN_LEN
         };
-        let count = match (flags & HAS_LEASES != 0, bytes.get(leases_at)) {
+        let stored_count = match (shares, bytes.get(leases_at), bytes.get(leases_at + 1)) {
+            (false, Some(&n), _) => Some(usize::from(n)),
+            (true, Some(&low), Some(&high)) => Some(usize::from(u16::from_le_bytes([low, high]))),
+            _ => None,
+        };
+        let count = match (flags & HAS_LEASES != 0, stored_count) {
             (false, _) => 0,
-            (true, Some(&n)) if n > 0 && usize::from(n) <= MAX_LEASES_PER_KEY => usize::from(n),
+            (true, Some(n)) if n > 0 && n <= MAX_LEASES_PER_KEY => n,
             (true, _) => return Err(unreadable()),
         };
         let expected_len = if count == 0 {
             leases_at
         } else {
-            leases_at + 1 + count * LEASE_LEN
+            leases_at + count_len + count * lease_len
         };
         if bytes.len() != expected_len {
             return Err(unreadable());
@@ -113,17 +146,45 @@ impl Snapshot {
         };
         let mut leases = Vec::with_capacity(count);
         for i in 0..count {
-            let at = leases_at + 1 + i * LEASE_LEN;
+            let at = leases_at + count_len + i * lease_len;
             let (Some(id), Some(billionths), Some(expires)) =
                 (word(at), word(at + 8), word(at + 16))
             else {
                 return Err(unreadable());
             };
-            leases.push(Lease {
-                id: u64::from_le_bytes(id),
-                billionths: u64::from_le_bytes(billionths),
-                expires_at: Instant::from_nanos(u64::from_le_bytes(expires)),
-            });
+            let mut lease = Lease::plain(
+                u64::from_le_bytes(id),
+                u64::from_le_bytes(billionths),
+                Instant::from_nanos(u64::from_le_bytes(expires)),
+            );
+            if shares {
+                let at = at + LEASE_LEN;
+                let (Some(parts), Some(wanted), Some(&has_next), Some(next), Some(next_parts)) = (
+                    half(at),
+                    half(at + 4),
+                    bytes.get(at + 8),
+                    word(at + 9),
+                    half(at + 17),
+                ) else {
+                    return Err(unreadable());
+                };
+                lease.parts = u32::from_le_bytes(parts);
+                lease.wanted = u32::from_le_bytes(wanted);
+                lease.next = match has_next {
+                    0 => None,
+                    1 => Some(Term {
+                        billionths: u64::from_le_bytes(next),
+                        parts: u32::from_le_bytes(next_parts),
+                    }),
+                    _ => return Err(unreadable()),
+                };
+                if lease.parts > super::RATE_PARTS
+                    || lease.next.is_some_and(|n| n.parts > super::RATE_PARTS)
+                {
+                    return Err(unreadable());
+                }
+            }
+            leases.push(lease);
         }
         let policy = match (flags & HAS_POLICY != 0, word(18), word(26)) {
             (true, Some(max), Some(every)) => Some(
@@ -186,7 +247,7 @@ mod tests {
         let mut bad_policy = good.clone();
         bad_policy[18..26].copy_from_slice(&0.5f64.to_le_bytes());
         let mut bad_version = good.clone();
-        bad_version[0] = 2;
+        bad_version[0] = 3;
         let mut bad_flags = good.clone();
         bad_flags[1] = 3;
         let cases: [&[u8]; 7] = [

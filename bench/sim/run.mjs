@@ -1,0 +1,333 @@
+#!/usr/bin/env node
+// The simulator's command line: runs cells (every combination of the chosen modes, isolate
+// counts, demands, splits, round trips and limits), prints a markdown table as they finish,
+// and writes the figures as JSON (bench/out/sim.json). See bench/sim/README.md.
+//
+//   node bench/sim/run.mjs                       the full sweep
+//   node bench/sim/run.mjs --modes request,leases --n 1,4 --demand 0.5,2 --rtt 50 --limit 10 --seconds 30 --seed 1
+//   node bench/sim/run.mjs --small               a few cells of every mode, for the test suite
+//   node bench/sim/run.mjs --selftest            only the checker and event-loop self-test
+//   node bench/sim/run.mjs --plan                the cells, their durations and an estimate, no run
+//
+// Exits 1 when any window admitted more than its bound, a decision came late, or the
+// self-test failed.
+import { mkdirSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import { dirname, join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { MODES } from './modes.mjs';
+import { loadPackage } from './package.mjs';
+import { selftest } from './selftest.mjs';
+import { simulateCell } from './simulate.mjs';
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+// The limits of the sweep by their rate: max_tokens and refill_every_seconds.
+const LIMITS = {
+  10: { maxTokens: 10, refillSeconds: 0.1 },
+  1000: { maxTokens: 100, refillSeconds: 0.001 },
+  100000: { maxTokens: 10000, refillSeconds: 0.00001 },
+};
+// LocalLimits' default margin (ms): the default skew is this minus the cell's longest one-way leg.
+const LOCAL_MARGIN_MS = 1000;
+const LEASE_SECONDS = 10;
+// Events per simulated second of a cell, estimated as for the busiest mode (one call per request:
+// the arrival, the call reaching the object, the answer coming back), so that every mode of a
+// cell runs the same duration.
+const EVENTS_PER_REQUEST = 3;
+// Measured on a 2-core machine, for --plan only: events per wall second.
+const PLANNED_EVENTS_PER_SECOND = 120_000;
+
+const DEFAULTS = {
+  modes: Object.keys(MODES),
+  n: [1, 4, 32, 256, 1000],
+  demand: [0.1, 0.5, 1, 2, 10, 100],
+  rtt: [1, 50, 200],
+  limit: ['10', '1000', '100000'],
+  split: ['even', 'zipf'],
+  seconds: 3 * LEASE_SECONDS, // a few lease periods
+  minSeconds: 1,
+  budget: 2_000_000, // events per cell
+  seed: 1,
+  skew: null, // ms; null: LocalLimits' margin minus the cell's longest one-way leg
+  jitter: 0.1, // each leg is rtt/2 × (1 ± jitter), uniform
+  evict: 0.01, // evictions per isolate per simulated second (a mean life of 100 s)
+  pkg: join(ROOT, 'pkg'),
+  json: join(ROOT, 'bench', 'out', 'sim.json'),
+};
+
+// A handful of cells over every mode, for the test suite: each limit, the three round trips,
+// both splits, and one cell where isolates come and go every second or so.
+const SMALL_CELLS = [
+  { n: 1, demand: 0.5, rtt: 1, limit: '10', split: 'even', seconds: 30 },
+  { n: 4, demand: 2, rtt: 50, limit: '10', split: 'even', seconds: 30 },
+  { n: 32, demand: 10, rtt: 200, limit: '10', split: 'zipf', seconds: 30 },
+  { n: 256, demand: 100, rtt: 50, limit: '10', split: 'zipf', seconds: 30 },
+  { n: 32, demand: 10, rtt: 200, limit: '10', split: 'even', seconds: 30, evict: 1 },
+  { n: 4, demand: 0.5, rtt: 50, limit: '1000', split: 'even', seconds: 30 },
+  { n: 32, demand: 2, rtt: 1, limit: '1000', split: 'zipf', seconds: 10 },
+  { n: 4, demand: 1, rtt: 200, limit: '100000', split: 'even', seconds: 1 },
+];
+
+function usage(message) {
+  if (message) console.error(`run.mjs: ${message}`);
+  console.error(
+    'usage: node bench/sim/run.mjs [--small | --selftest | --plan] [--modes a,b] [--n 1,4] [--demand 0.5,2]\n' +
+      '  [--rtt 50] [--limit 10,1000 | M/S] [--split even,zipf] [--seconds 30] [--min-seconds 1]\n' +
+      '  [--budget 2000000] [--seed 1] [--skew ms] [--jitter 0.1] [--evict 0.01] [--pkg dir] [--json file]',
+  );
+  process.exit(2);
+}
+
+function parseArgs(argv) {
+  const options = { ...DEFAULTS, small: false, selftest: false, plan: false };
+  const list = (text) => text.split(',').map((s) => s.trim()).filter(Boolean);
+  const numbers = (text, name) =>
+    list(text).map((s) => {
+      const x = Number(s);
+      if (!Number.isFinite(x)) usage(`--${name}: ${s} is not a number`);
+      return x;
+    });
+  for (let i = 0; i < argv.length; i++) {
+    const flag = argv[i];
+    const value = () => (i + 1 < argv.length ? argv[++i] : usage(`${flag} needs a value`));
+    switch (flag) {
+      case '--small': options.small = true; break;
+      case '--selftest': options.selftest = true; break;
+      case '--plan': options.plan = true; break;
+      case '--modes': options.modes = list(value()); break;
+      case '--n': options.n = numbers(value(), 'n'); break;
+      case '--demand': options.demand = numbers(value(), 'demand'); break;
+      case '--rtt': options.rtt = numbers(value(), 'rtt'); break;
+      case '--limit': options.limit = list(value()); break;
+      case '--split': options.split = list(value()); break;
+      case '--seconds': options.seconds = numbers(value(), 'seconds')[0]; break;
+      case '--min-seconds': options.minSeconds = numbers(value(), 'min-seconds')[0]; break;
+      case '--budget': options.budget = numbers(value(), 'budget')[0]; break;
+      case '--seed': options.seed = numbers(value(), 'seed')[0]; break;
+      case '--skew': options.skew = numbers(value(), 'skew')[0]; break;
+      case '--jitter': options.jitter = numbers(value(), 'jitter')[0]; break;
+      case '--evict': options.evict = numbers(value(), 'evict')[0]; break;
+      case '--pkg': options.pkg = value(); break;
+      case '--json': options.json = value(); break;
+      case '--help': case '-h': usage(); break;
+      default: usage(`unknown option ${flag}`);
+    }
+  }
+  for (const mode of options.modes) if (!(mode in MODES)) usage(`unknown mode ${mode} (known: ${Object.keys(MODES).join(', ')})`);
+  for (const split of options.split) if (split !== 'even' && split !== 'zipf') usage(`--split: ${split} is not even or zipf`);
+  for (const n of options.n) if (!(Number.isInteger(n) && n >= 1)) usage(`--n: ${n} is not a whole number >= 1`);
+  for (const limit of options.limit) limitOf(limit);
+  if (options.small && options.json === DEFAULTS.json) options.json = join(ROOT, 'bench', 'out', 'sim-small.json');
+  return options;
+}
+
+/** A limit by rate ("1000": a preset of the sweep) or as "max_tokens/refill_every_seconds". */
+function limitOf(text) {
+  if (text in LIMITS) return LIMITS[text];
+  const match = /^(\d+)\/([\d.e-]+)$/.exec(text);
+  const maxTokens = Number(match?.[1]);
+  const refillSeconds = Number(match?.[2]);
+  if (!(maxTokens >= 1 && refillSeconds > 0)) usage(`--limit: ${text} is neither ${Object.keys(LIMITS).join(', ')} nor max_tokens/refill_seconds`);
+  return { maxTokens, refillSeconds };
+}
+
+/** The cells of a run, without modes: one per combination (or the small set). */
+function cellsOf(options) {
+  const specs = options.small
+    ? SMALL_CELLS
+    : options.limit.flatMap((limit) =>
+        options.rtt.flatMap((rtt) =>
+          options.split.flatMap((split) =>
+            options.n.flatMap((n) => options.demand.map((demand) => ({ n, demand, rtt, limit, split }))),
+          ),
+        ),
+      );
+  const seen = new Set();
+  const cells = [];
+  for (const spec of specs) {
+    // With one isolate, a Zipf split is the even one.
+    const split = spec.n === 1 ? 'even' : spec.split;
+    const { maxTokens, refillSeconds } = limitOf(spec.limit);
+    const evictPerSecond = spec.evict ?? options.evict;
+    const skewMs = options.skew ?? LOCAL_MARGIN_MS - (spec.rtt / 2) * (1 + options.jitter);
+    const cell = {
+      isolates: spec.n,
+      demand: spec.demand,
+      split,
+      rttMs: spec.rtt,
+      maxTokens,
+      refillSeconds,
+      seed: options.seed,
+      skewMs,
+      jitter: options.jitter,
+      evictPerSecond,
+    };
+    const id = JSON.stringify(cell);
+    if (seen.has(id)) continue;
+    seen.add(id);
+    // The duration: the target, or what the event budget allows, or skipped below the minimum.
+    const target = spec.seconds ?? options.seconds;
+    const requestsPerSecond = spec.demand / refillSeconds;
+    const eventsPerSecond = requestsPerSecond * EVENTS_PER_REQUEST;
+    const affordable = options.budget / eventsPerSecond;
+    const seconds = Math.min(target, roundDown(affordable));
+    cells.push({
+      ...cell,
+      target,
+      seconds,
+      skip: seconds < options.minSeconds ? `skipped: too many events (${fmtCount(eventsPerSecond)} per simulated s, budget ${fmtCount(options.budget)})` : null,
+      estimatedEvents: eventsPerSecond * seconds,
+    });
+  }
+  return cells;
+}
+
+/** Rounds a duration down to 2 significant figures, so durations read well. */
+function roundDown(seconds) {
+  if (!(seconds > 0)) return 0;
+  const scale = 10 ** (Math.floor(Math.log10(seconds)) - 1);
+  return Number((Math.floor(seconds / scale) * scale).toPrecision(2));
+}
+
+const fmtCount = (x) => (x >= 1e6 ? `${+(x / 1e6).toPrecision(3)}M` : x >= 1e3 ? `${+(x / 1e3).toPrecision(3)}k` : `${+x.toPrecision(3)}`);
+const fmt = (x, digits = 3) => (x === null || x === undefined ? '–' : `${+x.toPrecision(digits)}`);
+const pct = (x) => (x === null ? '–' : `${+(x * 100).toPrecision(3)}%`);
+
+const COLUMNS = [
+  'mode', 'N', 'demand', 'split', 'rtt ms', 'limit', 'sim s', 'admitted', 'exact', 'efficiency',
+  'max adm/bound', 'calls/s', 'waited', 'p50 ms', 'p99 ms', 'wall s', 'bound',
+];
+
+function limitName(cell) {
+  return `${fmt(1 / cell.refillSeconds)}/s (${cell.maxTokens}, ${cell.refillSeconds})`;
+}
+
+function row(cell, result) {
+  const head = [cell.mode, cell.isolates, cell.demand, cell.split, cell.rttMs, limitName(cell)];
+  if (result === null) return [...head, '–', cell.skip, '', '', '', '', '', '', '', '', '', ''];
+  const seconds = cell.seconds < cell.target ? `${cell.seconds}*` : `${cell.seconds}`;
+  let bound = result.boundOk ? 'ok' : `EXCEEDED by ${result.maxExcess} at ${fmt(result.violation.end / 1e9, 6)} s`;
+  if (result.lateDecisions > 0) bound += `; ${result.lateDecisions} late decisions`;
+  return [
+    ...head,
+    seconds,
+    result.admitted,
+    result.exactAdmitted,
+    fmt(result.efficiency, 4),
+    fmt(result.maxRatio, 4),
+    fmt(result.callsPerSecond),
+    pct(result.waitedShare),
+    fmt(result.latencyP50Ms),
+    fmt(result.latencyP99Ms),
+    fmt(result.wallSeconds, 2),
+    bound,
+  ];
+}
+
+const line = (cells) => `| ${cells.join(' | ')} |`;
+
+async function main() {
+  const options = parseArgs(process.argv.slice(2));
+  if (options.plan) return plan(options);
+  const lib = await loadPackage(options.pkg);
+  const started = performance.now();
+
+  if (options.selftest || options.small) {
+    const failures = await selftest(lib);
+    if (failures.length > 0) process.exit(1);
+    if (options.selftest) return;
+  }
+
+  const cells = cellsOf(options);
+  console.log(
+    `sim: ${cells.length} cells × ${options.modes.length} modes (${options.modes.join(', ')}), seed ${options.seed}, ` +
+      `package ${relative(process.cwd(), lib.dir) || '.'} ${lib.version}, evictions ${options.evict}/isolate/s, jitter ±${options.jitter * 100}%`,
+  );
+  console.log();
+  console.log(line(COLUMNS));
+  console.log(line(COLUMNS.map(() => '---')));
+  const results = [];
+  let failed = 0;
+  let checked = 0;
+  for (const cell of cells) {
+    for (const mode of options.modes) {
+      const full = { ...cell, mode };
+      if (cell.skip) {
+        console.log(line(row(full, null)));
+        results.push({ ...full, skipped: cell.skip });
+        continue;
+      }
+      const t0 = performance.now();
+      const result = await simulateCell(full, lib);
+      result.wallSeconds = (performance.now() - t0) / 1000;
+      result.targetSeconds = cell.target;
+      checked += 1;
+      if (!result.boundOk || result.lateDecisions > 0) failed += 1;
+      results.push(result);
+      console.log(line(row(full, result)));
+    }
+  }
+
+  const shorter = cells.filter((c) => !c.skip && c.seconds < c.target);
+  console.log();
+  if (shorter.length > 0) {
+    console.log(`* ran shorter than the target (event budget ${fmtCount(options.budget)} per cell):`);
+    for (const c of shorter) {
+      console.log(`  N ${c.isolates}, demand ${c.demand}, ${c.split}, rtt ${c.rttMs} ms, ${limitName(c)}: ${c.seconds} s of ${c.target} s`);
+    }
+  }
+  const skipped = cells.filter((c) => c.skip).length;
+  if (skipped > 0) console.log(`${skipped} cells skipped (fewer than ${options.minSeconds} s within the event budget)`);
+  const wall = (performance.now() - started) / 1000;
+
+  mkdirSync(dirname(options.json), { recursive: true });
+  const { pkg: _pkg, json: _json, ...recorded } = options;
+  writeFileSync(
+    options.json,
+    JSON.stringify(
+      {
+        about: 'bench/sim: N isolates sharing one Durable Object bucket, discrete-event simulation on the real package',
+        node: process.version,
+        machine: `${os.cpus()[0]?.model ?? '?'} × ${os.cpus().length}`,
+        package: lib.version,
+        options: recorded,
+        wallSeconds: wall,
+        cells: results,
+      },
+      null,
+      1,
+    ),
+  );
+  console.log(`wrote ${relative(process.cwd(), options.json)} (${fmt(wall, 3)} s wall)`);
+  if (failed > 0) console.log(`sim: ${failed} cell(s) FAILED: a window above its bound, or a late decision`);
+  console.log(`sim: ${checked} cells checked`);
+  if (failed > 0) process.exit(1);
+}
+
+/** The cells and an estimate of the wall time, without running anything. */
+function plan(options) {
+  const cells = cellsOf(options);
+  let events = 0;
+  let shorter = 0;
+  let skipped = 0;
+  for (const c of cells) {
+    if (c.skip) {
+      skipped += 1;
+      console.log(`skip  N ${c.isolates} demand ${c.demand} ${c.split} rtt ${c.rttMs} ${limitName(c)}: ${c.skip}`);
+      continue;
+    }
+    if (c.seconds < c.target) {
+      shorter += 1;
+      console.log(`short N ${c.isolates} demand ${c.demand} ${c.split} rtt ${c.rttMs} ${limitName(c)}: ${c.seconds} s`);
+    }
+    events += c.estimatedEvents * options.modes.length;
+  }
+  console.log(
+    `${cells.length} cells × ${options.modes.length} modes: ${cells.length - skipped} run (${shorter} shorter than ${options.seconds} s), ` +
+      `${skipped} skipped; about ${fmtCount(events)} events, ~${Math.round(events / PLANNED_EVENTS_PER_SECOND / 60)} min at ` +
+      `${fmtCount(PLANNED_EVENTS_PER_SECOND)} events/s (leases cells make fewer calls, so usually less)`,
+  );
+}
+
+await main();

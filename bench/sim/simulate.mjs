@@ -1,0 +1,411 @@
+// One cell of the simulation: N Worker isolates sharing one Durable Object's bucket, driven by
+// a discrete-event loop over the real package (the wasm engine behind RateLimiterServer, and
+// LocalLimits in the isolates).
+//
+// Time is true time in whole nanoseconds from the start of the cell (a JS number: exact up to
+// 2^53 ns, 104 days). The object's clock is true time; each isolate's clock is true time plus a
+// constant skew. Nothing reads the wall clock, and all randomness comes from streams of one
+// seed (random.mjs), so a seed reproduces a cell exactly.
+import { BoundMonitor, checkBound, maxRatio } from './check.mjs';
+import { EventQueue } from './heap.mjs';
+import { MODES } from './modes.mjs';
+import { exponential, stream } from './random.mjs';
+
+const NS_PER_MS = 1e6;
+const NS_PER_S = 1e9;
+// The object reads (EPOCH_NS + true time) in ms. A small epoch keeps every whole nanosecond
+// exact in a double of ms; at today's epoch a double of ms resolves only about 0.24 µs.
+const EPOCH_NS = 1e12;
+// The bound is also checked online at the end of every simulated second.
+const TICK_NS = NS_PER_S;
+// After the last arrival, calls in flight get at most this much simulated time to finish.
+const TAIL_NS = 60 * NS_PER_S;
+const ZIPF_EXPONENT = 1.1;
+// The bucket and object names the isolates use (the middleware's default policy name).
+const KEY = 'default';
+const SCOPE = 'client';
+
+/** The engine's reading of a Date.now() value as nanoseconds (Instant::from_millis). */
+export function engineNanos(ms) {
+  const whole = Math.trunc(ms);
+  return whole * NS_PER_MS + Math.trunc((ms - whole) * NS_PER_MS);
+}
+
+/** The Date.now() value at which the engine reads exactly `EPOCH_NS + t` nanoseconds. */
+export function objectMs(t) {
+  // Aim at the middle of the nanosecond, so rounding in the conversion cannot fall below it.
+  const ms = (EPOCH_NS + t + 0.5) / NS_PER_MS;
+  if (engineNanos(ms) !== EPOCH_NS + t) throw new Error(`object clock: ${t} ns is not exact as ${ms} ms`);
+  return ms;
+}
+
+// Date.now() during an object call: the shim reads it once per call.
+let objectNow = 0;
+const readObjectClock = () => objectNow;
+
+/** Calls `fn` with Date.now() reading `ms`, as the object's isolate would at that moment. */
+export function atObjectClock(ms, fn) {
+  const realNow = Date.now;
+  objectNow = ms;
+  Date.now = readObjectClock;
+  try {
+    return fn();
+  } finally {
+    Date.now = realNow;
+  }
+}
+
+/** A copy of plain data, as RPC's structured clone makes (the callee never shares the caller's objects). */
+function copyPlain(value) {
+  if (typeof value !== 'object' || value === null) return value;
+  if (Array.isArray(value)) return value.map(copyPlain);
+  const copy = {};
+  for (const name of Object.keys(value)) copy[name] = copyPlain(value[name]);
+  return copy;
+}
+
+// One macrotask turn: every microtask queued so far, and every one those queue, runs first.
+const macrotaskTurn = () => new Promise((resolve) => setImmediate(resolve));
+
+/** Per-request records in growable typed arrays. */
+class Requests {
+  length = 0;
+  constructor(capacity) {
+    this.#allocate(Math.max(1024, capacity));
+  }
+  #allocate(capacity) {
+    const keep = (Type, old, fill) => {
+      const array = new Type(capacity);
+      if (fill !== undefined) array.fill(fill);
+      if (old) array.set(old.subarray(0, this.length));
+      return array;
+    };
+    this.arrival = keep(Float64Array, this.arrival); // true time, ns
+    this.decided = keep(Float64Array, this.decided, -1); // true time of the decision, ns
+    this.answerAt = keep(Float64Array, this.answerAt, -1); // arrival of its call's answer, ns
+    this.outcome = keep(Uint8Array, this.outcome); // PENDING, ALLOWED, DENIED, FAILED
+    this.takenAt = keep(Float64Array, this.takenAt, -1); // when its token was taken, ns
+  }
+  add(arrival) {
+    if (this.length === this.arrival.length) this.#allocate(this.length * 2);
+    this.arrival[this.length] = arrival;
+    return this.length++;
+  }
+}
+const PENDING = 0;
+const ALLOWED = 1;
+const DENIED = 2;
+const FAILED = 3;
+
+/** Per-slot request weights: even, or Zipf (rank k gets k^-1.1). Cumulative, ending at 1. */
+function cumulativeWeights(count, split) {
+  const weights = Array.from({ length: count }, (_, k) => (split === 'zipf' ? (k + 1) ** -ZIPF_EXPONENT : 1));
+  const total = weights.reduce((a, b) => a + b, 0);
+  const cumulative = new Float64Array(count);
+  let sum = 0;
+  for (let k = 0; k < count; k++) cumulative[k] = sum += weights[k] / total;
+  cumulative[count - 1] = 1;
+  return cumulative;
+}
+
+function percentile(sorted, p) {
+  if (sorted.length === 0) return null;
+  return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))];
+}
+
+/**
+ * Runs one cell and returns its figures. `cell`: { mode, isolates, demand, split, rttMs,
+ * maxTokens, refillSeconds, seconds, seed, skewMs, jitter, evictPerSecond }. `lib`: the loaded
+ * package (package.mjs). `modes`: the mode table (modes.mjs by default).
+ */
+export async function simulateCell(cell, lib, modes = MODES) {
+  const { mode, isolates, demand, split, rttMs, maxTokens, refillSeconds, seconds, seed } = cell;
+  const { skewMs, jitter, evictPerSecond } = cell;
+  if (!(mode in modes)) throw new Error(`unknown mode ${mode} (known: ${Object.keys(modes).join(', ')})`);
+  const interval = Math.max(1, Math.ceil(refillSeconds * NS_PER_S)); // as the engine rounds it
+  const policy = { max_tokens: maxTokens, refill_every_seconds: refillSeconds };
+  const endNs = Math.round(seconds * NS_PER_S);
+  const requestsPerSecond = demand / refillSeconds;
+  const meanGapNs = NS_PER_S / requestsPerSecond;
+  const halfRttNs = (rttMs * NS_PER_MS) / 2;
+
+  // The streams depend on the cell but not on its mode or duration: every mode sees the same
+  // arrivals, and a shorter run's arrivals are the start of a longer one's.
+  const name = `${isolates}|${demand}|${split}|${rttMs}|${maxTokens}|${refillSeconds}|${skewMs}|${jitter}|${evictPerSecond}`;
+  const arrivalRandom = stream(seed, `${name}|arrivals`);
+  const routingRandom = stream(seed, `${name}|routing`);
+  const skewRandom = stream(seed, `${name}|skew`);
+  const evictionRandom = stream(seed, `${name}|evictions`);
+  const networkRandom = stream(seed, `${name}|network`);
+
+  const queue = new EventQueue();
+  let now = 0;
+  const at = (t, fire, drain) => queue.push({ t, fire, drain });
+
+  const server = new lib.RateLimiterServer({}, {});
+  const monitor = new BoundMonitor(maxTokens, interval);
+  const requests = new Requests(Math.ceil(requestsPerSecond * seconds * 1.1));
+  const counts = { objectCalls: 0, droppedAnswers: 0, evictions: 0, backgroundErrors: 0, isolates: 0 };
+  let onlineViolationAtNs = null;
+  // The request whose decide() is running its synchronous part: the calls it makes are its own.
+  let attributedRequest = -1;
+
+  /** One leg of a call: half the round trip, with seeded jitter. */
+  const leg = () => Math.max(1, Math.round(halfRttNs * (1 + jitter * (2 * networkRandom() - 1))));
+
+  function takeToken(index) {
+    monitor.add(now);
+    if (index >= 0) requests.takenAt[index] = now;
+  }
+
+  function applyAtObject(method, args, request) {
+    counts.objectCalls += 1;
+    let outcome;
+    atObjectClock(objectMs(now), () => {
+      try {
+        outcome = { value: server[method](...args) };
+      } catch (error) {
+        outcome = { error };
+      }
+    });
+    // A request's own call that the object allowed: its token is taken now.
+    if (request >= 0 && (method === 'limit' || method === 'limitLeased') && outcome.value?.allowed === true) {
+      const cost = args[1] ?? 1;
+      if (cost !== 1) throw new Error(`simulated requests cost 1, a call asked for ${cost}`);
+      takeToken(request);
+    }
+    return outcome;
+  }
+
+  function makeStub(isolate) {
+    const call = (method, args) => {
+      const request = attributedRequest;
+      const sent = copyPlain(args);
+      return new Promise((resolve, reject) => {
+        at(
+          now + leg(),
+          () => {
+            const outcome = applyAtObject(method, sent, request);
+            const answerAt = now + leg();
+            if (request >= 0) requests.answerAt[request] = answerAt;
+            at(
+              answerAt,
+              () => {
+                // An evicted isolate's answers reach no one.
+                if (!isolate.alive) {
+                  counts.droppedAnswers += 1;
+                  return;
+                }
+                if ('error' in outcome) reject(outcome.error);
+                else resolve(outcome.value);
+              },
+              true,
+            );
+          },
+          false,
+        );
+      });
+    };
+    return {
+      limit: (...args) => call('limit', args),
+      limitLeased: (...args) => call('limitLeased', args),
+      settle: (...args) => call('settle', args),
+      refund: (...args) => call('refund', args),
+    };
+  }
+
+  function newIsolate() {
+    const isolate = { alive: true, skewNs: Math.round((2 * skewRandom() - 1) * skewMs * NS_PER_MS), background: new Set() };
+    counts.isolates += 1;
+    const clock = () => (EPOCH_NS + now + isolate.skewNs) / NS_PER_MS;
+    const waitUntil = (promise) => {
+      const kept = Promise.resolve(promise).then(
+        () => isolate.background.delete(kept),
+        () => {
+          if (isolate.alive) counts.backgroundErrors += 1;
+          isolate.background.delete(kept);
+        },
+      );
+      isolate.background.add(kept);
+    };
+    const sleep = (ms) =>
+      new Promise((resolve) => {
+        at(now + Math.max(0, Math.round(ms * NS_PER_MS)), () => isolate.alive && resolve(), true);
+      });
+    const stub = makeStub(isolate);
+    isolate.decide = modes[mode].build({ stub, clock, waitUntil, sleep, key: KEY, scope: SCOPE, policy, lib });
+    return isolate;
+  }
+
+  const slots = Array.from({ length: isolates }, () => newIsolate());
+  const cumulative = cumulativeWeights(isolates, split);
+  const pickSlot = () => {
+    const u = routingRandom();
+    let lo = 0;
+    let hi = isolates - 1;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (cumulative[mid] > u) hi = mid;
+      else lo = mid + 1;
+    }
+    return lo;
+  };
+
+  function decided(index, decision) {
+    requests.decided[index] = now;
+    if (decision?.allowed === true) {
+      requests.outcome[index] = ALLOWED;
+      // Decided in the isolate: the token is spent at this moment.
+      if (requests.takenAt[index] < 0) takeToken(index);
+    } else {
+      requests.outcome[index] = DENIED;
+    }
+  }
+
+  function failed(index) {
+    requests.decided[index] = now;
+    requests.outcome[index] = FAILED;
+  }
+
+  function arrive() {
+    const index = requests.add(now);
+    const isolate = slots[pickSlot()];
+    let promise;
+    attributedRequest = index;
+    try {
+      promise = isolate.decide();
+    } catch (error) {
+      promise = Promise.reject(error);
+    } finally {
+      attributedRequest = -1;
+    }
+    Promise.resolve(promise).then(
+      (decision) => decided(index, decision),
+      () => failed(index),
+    );
+    const next = now + Math.round(exponential(arrivalRandom, meanGapNs));
+    if (next < endNs) at(next, arrive, true);
+  }
+
+  function evict() {
+    const slot = Math.floor(evictionRandom() * isolates);
+    slots[slot].alive = false;
+    slots[slot] = newIsolate();
+    counts.evictions += 1;
+    scheduleEviction();
+  }
+  function scheduleEviction() {
+    if (!(evictPerSecond > 0)) return;
+    const next = now + Math.round(exponential(evictionRandom, NS_PER_S / (evictPerSecond * isolates)));
+    if (next < endNs) at(next, evict, true); // a mode may start work when an isolate starts
+  }
+
+  function tick() {
+    const found = monitor.flush();
+    if (found !== null && onlineViolationAtNs === null) onlineViolationAtNs = now;
+    if (now + TICK_NS <= endNs) at(now + TICK_NS, tick, false);
+  }
+
+  at(Math.round(exponential(arrivalRandom, meanGapNs)), arrive, true);
+  scheduleEviction();
+  at(TICK_NS, tick, false);
+
+  let events = 0;
+  while (queue.size > 0) {
+    const event = queue.pop();
+    if (event.t > endNs + TAIL_NS) break;
+    now = event.t;
+    events += 1;
+    event.fire();
+    if (event.drain) await macrotaskTurn();
+  }
+  if (monitor.flush() !== null && onlineViolationAtNs === null) onlineViolationAtNs = now;
+
+  // The verdict: the exact offline check over every window, which the online one must match.
+  const tokens = monitor.log.view();
+  const exact = checkBound(tokens, maxTokens, interval);
+  if (exact.maxExcess !== monitor.maxExcess) {
+    throw new Error(`checkers disagree: offline excess ${exact.maxExcess}, online ${monitor.maxExcess}`);
+  }
+  const span = tokens.length > 0 ? tokens[tokens.length - 1] - tokens[0] : 0;
+  const ratio = maxRatio(tokens, maxTokens, interval, span);
+
+  // The baseline: the same arrivals, each one limit() at its arrival time on a fresh engine.
+  const alone = new lib.RateLimiterServer({}, {});
+  let exactAdmitted = 0;
+  for (let i = 0; i < requests.length; i++) {
+    const allowed = atObjectClock(objectMs(requests.arrival[i]), () => alone.limit(KEY, 1, policy).allowed);
+    if (allowed) exactAdmitted += 1;
+  }
+
+  let admitted = 0;
+  let denied = 0;
+  let failures = 0;
+  let undecided = 0;
+  let waited = 0;
+  let lateDecisions = 0;
+  const latencies = new Float64Array(requests.length);
+  let decidedCount = 0;
+  for (let i = 0; i < requests.length; i++) {
+    const outcome = requests.outcome[i];
+    if (outcome === PENDING) {
+      undecided += 1;
+      continue;
+    }
+    if (outcome === ALLOWED) admitted += 1;
+    else if (outcome === DENIED) denied += 1;
+    else failures += 1;
+    const latency = requests.decided[i] - requests.arrival[i];
+    latencies[decidedCount++] = latency / NS_PER_MS;
+    if (latency > 0) {
+      waited += 1;
+      // Decided after the answer it waited for arrived: a chain did not finish in its turn.
+      if (requests.answerAt[i] >= 0 && requests.decided[i] !== requests.answerAt[i]) lateDecisions += 1;
+    }
+  }
+  const sortedLatencies = latencies.subarray(0, decidedCount).sort();
+
+  return {
+    mode,
+    isolates,
+    demand,
+    split,
+    rttMs,
+    maxTokens,
+    refillSeconds,
+    limitPerSecond: 1 / refillSeconds,
+    seconds,
+    seed,
+    skewMs,
+    jitter,
+    evictPerSecond,
+    intervalNs: interval,
+    requests: requests.length,
+    admitted,
+    denied,
+    failed: failures,
+    undecided,
+    tokensTaken: tokens.length,
+    exactAdmitted,
+    efficiency: exactAdmitted > 0 ? admitted / exactAdmitted : null,
+    boundOk: exact.ok,
+    maxExcess: exact.maxExcess === -Infinity ? null : exact.maxExcess,
+    violation: exact.violation,
+    onlineViolationAtNs,
+    maxRatio: ratio.ratio,
+    maxRatioWindow: ratio.where,
+    objectCalls: counts.objectCalls,
+    callsPerSecond: counts.objectCalls / seconds,
+    callsPerRequest: requests.length > 0 ? counts.objectCalls / requests.length : null,
+    waitedShare: decidedCount > 0 ? waited / decidedCount : null,
+    latencyP50Ms: percentile(sortedLatencies, 0.5),
+    latencyP99Ms: percentile(sortedLatencies, 0.99),
+    lateDecisions,
+    droppedAnswers: counts.droppedAnswers,
+    evictions: counts.evictions,
+    isolatesCreated: counts.isolates,
+    backgroundErrors: counts.backgroundErrors,
+    events,
+    endNs: now,
+  };
+}

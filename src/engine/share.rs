@@ -1,0 +1,271 @@
+//! Shares over time: how much of a key's capacity and refill its leases hold at each moment,
+//! the main bucket brought up to date through every change of that, the waits it reports,
+//! and where a new share's terms come from.
+//!
+//! The invariant (docs/SPEC.md, section 11): the capacities of the main bucket and of every
+//! sub-bucket add up to at most `max_tokens`, their refill rates to at most one token per
+//! interval, and no change moves a token or progress from nowhere. So all holders and the
+//! object together admit at most what one bucket admits.
+
+use super::bucket::{refill_every, Bucket};
+use super::lease::{Lease, Term};
+use super::options::{Options, MAX_TOKENS_IN_BILLIONTHS, UNITS_PER_TOKEN};
+use super::time::Instant;
+
+/// A bucket's refill is divided into this many parts; a share holds some of them.
+pub const RATE_PARTS: u32 = 1 << 20;
+
+/// What a key's leases hold at one moment: capacity (in the units of the options) and parts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Out {
+    pub units: u64,
+    pub parts: u32,
+}
+
+/// A term's capacity in the units of `options`, rounded up.
+pub fn term_units(billionths: u64, options: &Options) -> u64 {
+    billionths.div_ceil(UNITS_PER_TOKEN / options.unit())
+}
+
+/// `units` of `options` as billionths (saturating; capacities past
+/// [`MAX_TOKENS_IN_BILLIONTHS`] never reach here as whole shares, see [`allocate`]).
+pub fn billionths_of(units: u64, options: &Options) -> u64 {
+    units.saturating_mul(UNITS_PER_TOKEN / options.unit())
+}
+
+/// What `leases` hold at `at` (a term covers its start, not its end).
+pub fn out_at(leases: &[Lease], options: &Options, at: Instant) -> Out {
+    leases
+        .iter()
+        .filter_map(|l| l.terms_at(at))
+        .fold(Out::default(), |out, term| add(out, term, options))
+}
+
+fn add(out: Out, term: Term, options: &Options) -> Out {
+    Out {
+        units: out
+            .units
+            .saturating_add(term_units(term.billionths, options)),
+        parts: out.parts.saturating_add(term.parts).min(RATE_PARTS),
+    }
+}
+
+/// The period of the main bucket while `parts` of its refill are out: `None` when all are.
+pub fn main_period(options: &Options, parts: u32) -> Option<u128> {
+    let left = RATE_PARTS.checked_sub(parts).filter(|&left| left > 0)?;
+    Some(period_of(options, left))
+}
+
+/// The period of a share's sub-bucket: one token every so many nanoseconds, `None` without
+/// parts. Rounded up, so the periods of all parts together never refill faster than the
+/// bucket.
+pub fn share_period(options: &Options, parts: u32) -> Option<u128> {
+    (parts > 0).then(|| period_of(options, parts))
+}
+
+fn period_of(options: &Options, parts: u32) -> u128 {
+    options
+        .interval_nanos()
+        .saturating_mul(RATE_PARTS.into())
+        .div_ceil(parts.into())
+}
+
+/// The parts asked for by a holder that expects to need `rate` tokens per second: twice that
+/// (headroom for bursts), at least one part when `rate > 0`, at most all of them.
+pub fn wanted_parts(rate: f64, options: &Options) -> u32 {
+    if rate.is_nan() || rate <= 0.0 {
+        return 0;
+    }
+    let interval_seconds = options.interval_nanos() as f64 / 1e9;
+    let parts = (2.0 * rate * interval_seconds * f64::from(RATE_PARTS)).ceil();
+    parts.clamp(1.0, f64::from(RATE_PARTS)) as u32
+}
+
+/// The terms of a share asked for with `wanted` parts, starting at `from`, beside `others`
+/// (the key's other leases): its fair part of the refill by what every share wants, at most
+/// what the others leave free then; a capacity in proportion (at least one whole token, at
+/// most what is free then). A share that gets no whole token gets nothing (a zero share).
+pub fn allocate(others: &[Lease], wanted: u32, options: &Options, from: Instant) -> Term {
+    let taken = out_at(others, options, from);
+    let free_parts = RATE_PARTS.saturating_sub(taken.parts);
+    let all_wanted = others
+        .iter()
+        .filter(|l| l.ends_at() > from)
+        .fold(u64::from(wanted), |sum, l| {
+            sum.saturating_add(l.wanted.into())
+        });
+    let fair = u64::from(RATE_PARTS) * u64::from(wanted) / all_wanted.max(1);
+    let parts = fair.min(wanted.into()).min(free_parts.into()) as u32;
+    let unit = options.unit();
+    let free_tokens = options.capacity_units().saturating_sub(taken.units) / unit;
+    let fair_tokens = u128::from(options.max_tokens()) * u128::from(parts) / u128::from(RATE_PARTS);
+    let tokens = (fair_tokens.max(1) as u64)
+        .min(free_tokens)
+        .min(MAX_TOKENS_IN_BILLIONTHS);
+    if parts == 0 || tokens == 0 {
+        return Term::default();
+    }
+    Term {
+        billionths: billionths_of(tokens.saturating_mul(unit), options),
+        parts,
+    }
+}
+
+/// One change of what the leases hold, at `at`.
+struct Change {
+    at: Instant,
+    units: i128,
+    parts: i64,
+}
+
+/// Every change of what `leases` hold after `after` and up to `until`, in time order.
+fn changes(leases: &[Lease], options: &Options, after: Instant, until: Instant) -> Vec<Change> {
+    let mut changes = Vec::new();
+    let units = |billionths| i128::from(term_units(billionths, options));
+    for lease in leases {
+        let next = lease.next.unwrap_or_default();
+        changes.push(Change {
+            at: lease.expires_at,
+            units: units(next.billionths) - units(lease.billionths),
+            parts: i64::from(next.parts) - i64::from(lease.parts),
+        });
+        if lease.next.is_some() {
+            changes.push(Change {
+                at: lease.ends_at(),
+                units: -units(next.billionths),
+                parts: -i64::from(next.parts),
+            });
+        }
+    }
+    changes.retain(|c| c.at > after && c.at <= until);
+    changes.sort_unstable_by_key(|c| c.at);
+    changes
+}
+
+fn apply(out: Out, change: &Change) -> Out {
+    let units = (i128::from(out.units) + change.units).clamp(0, u64::MAX.into());
+    let parts = (i64::from(out.parts) + change.parts).clamp(0, RATE_PARTS.into());
+    Out {
+        units: units as u64,
+        parts: parts as u32,
+    }
+}
+
+/// The main bucket between two moments of `changes`: refilled to `at` under what the leases
+/// held before it, then its progress counted in the period that follows.
+fn step(
+    bucket: Option<Bucket>,
+    before: Out,
+    after: Out,
+    options: &Options,
+    at: Instant,
+) -> Option<Bucket> {
+    let old = main_period(options, before.parts);
+    let refilled = refill_every(bucket, before.units, old, options, at);
+    rescale(refilled, old, main_period(options, after.parts), at)
+}
+
+/// A bucket (refilled to `at`) whose period changes from `old` to `new` at `at`: the progress
+/// towards its next token is scaled down to the new period, so it never gains; it restarts
+/// when there was or will be no refill.
+pub fn rescale(
+    bucket: Option<Bucket>,
+    old: Option<u128>,
+    new: Option<u128>,
+    at: Instant,
+) -> Option<Bucket> {
+    if old == new {
+        return bucket;
+    }
+    let bucket = bucket?;
+    let elapsed = u128::from(at.saturating_since(bucket.last_refill()));
+    let kept = match (old, new) {
+        (Some(old), Some(new)) => elapsed.checked_mul(new).map_or(0, |x| x / old),
+        _ => 0,
+    };
+    let kept = u64::try_from(kept).unwrap_or(u64::MAX);
+    let since = Instant::from_nanos(at.as_nanos().saturating_sub(kept));
+    Some(Bucket::from_parts(bucket.units(), since))
+}
+
+/// Brings the main bucket to `now` while part of it is out on `leases`, through every change
+/// of their terms up to then. A lease that ended by `now` ended at its last term's end,
+/// counted as fully used.
+pub fn refill_through_leases(
+    bucket: Bucket,
+    leases: &[Lease],
+    options: &Options,
+    now: Instant,
+) -> Option<Bucket> {
+    let mut out = leases.iter().fold(Out::default(), |out, l| {
+        let term = Term {
+            billionths: l.billionths,
+            parts: l.parts,
+        };
+        add(out, term, options)
+    });
+    let mut current = Some(bucket);
+    let changes = changes(leases, options, Instant::default(), now);
+    let mut i = 0;
+    while let Some(first) = changes.get(i) {
+        let before = out;
+        while let Some(change) = changes.get(i).filter(|c| c.at == first.at) {
+            out = apply(out, change);
+            i += 1;
+        }
+        current = step(current, before, out, options, first.at);
+    }
+    refill_every(
+        current,
+        out.units,
+        main_period(options, out.parts),
+        options,
+        now,
+    )
+}
+
+/// Nanoseconds from `now` until the main bucket (already refilled to `now`) holds `needed`
+/// units, if nothing consumes and every lease is spent in full and ends only at its last
+/// term's end: never early. `None` when no wait can help.
+pub fn wait_through_leases(
+    current: Option<Bucket>,
+    needed: u64,
+    leases: &[Lease],
+    options: &Options,
+    now: Instant,
+) -> Option<u128> {
+    let capacity = options.capacity_units();
+    if needed > capacity {
+        return None;
+    }
+    let Some(mut bucket) = current.filter(|b| b.units() < needed) else {
+        return Some(0);
+    };
+    let mut out = out_at(leases, options, now);
+    let changes = changes(leases, options, now, Instant::from_nanos(u64::MAX));
+    let mut i = 0;
+    loop {
+        let moment = changes.get(i).map(|c| c.at);
+        if needed <= capacity.saturating_sub(out.units) {
+            if let Some(period) = main_period(options, out.parts) {
+                let refills = u128::from((needed - bucket.units()).div_ceil(options.unit()));
+                let ready = u128::from(bucket.last_refill().as_nanos())
+                    .saturating_add(refills.saturating_mul(period));
+                if moment.is_none_or(|m| ready <= u128::from(m.as_nanos())) {
+                    return Some(ready.saturating_sub(now.as_nanos().into()));
+                }
+            }
+        }
+        let moment = moment?;
+        let before = out;
+        while let Some(change) = changes.get(i).filter(|c| c.at == moment) {
+            out = apply(out, change);
+            i += 1;
+        }
+        let waited = u128::from(moment.saturating_since(now));
+        match step(Some(bucket), before, out, options, moment) {
+            Some(b) if b.units() < needed => bucket = b,
+            _ => return Some(waited),
+        }
+    }
+}
