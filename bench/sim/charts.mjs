@@ -67,9 +67,13 @@ function chart({ title, yLabel, value, yScale }) {
   const MB = 34;
   const panelW = ML + PW + MR;
   const panelH = MT + PH + MB;
-  const rows = limits.flatMap((limit) => splits.map((split) => ({ limit, split })));
-  const TOP = 78; // title and legend
-  const W = Math.max(panelW * rtts.length, 640);
+  // Panels: a row per limit and split and a column per round trip; with one round trip, the
+  // splits side by side instead.
+  const byRtt = rtts.length > 1 || splits.length === 1;
+  const rows = byRtt ? limits.flatMap((limit) => splits.map((split) => ({ limit, split }))) : limits.map((limit) => ({ limit }));
+  const columns = byRtt ? rtts.map((rtt) => ({ rtt })) : splits.map((split) => ({ split, rtt: rtts[0] }));
+  const TOP = 92; // title, notes and legend
+  const W = Math.max(panelW * columns.length, 700);
   const H = TOP + panelH * rows.length + 10;
   const demands = unique(cells.map((c) => c.demand));
   const xLo = demands[0];
@@ -83,24 +87,28 @@ function chart({ title, yLabel, value, yScale }) {
   parts.push(`<rect width="${W}" height="${H}" fill="#fff"/>`);
   parts.push(`<text x="12" y="20" font-size="15" font-weight="600">${esc(title)}</text>`);
   parts.push(
-    `<text x="12" y="37" fill="#555">x: demand (× the limit's rate), log. y: ${esc(yLabel)}. Seed ${run.options?.seed ?? '?'}; hollow points ran shorter than ${run.options?.seconds ?? '?'} s; missing points were skipped.</text>`,
+    `<text x="12" y="37" fill="#555">x: demand (× the limit's rate), log. y: ${esc(yLabel)}. Seed ${run.options?.seed ?? '?'}.</text>`,
+  );
+  parts.push(
+    `<text x="12" y="52" fill="#555">Hollow points ran shorter than ${run.options?.seconds ?? '?'} s (event budget); missing points were skipped.</text>`,
   );
   // Legend: isolate counts by colour, modes by line style.
   let lx = 12;
   for (const n of isolateCounts) {
-    parts.push(`<line x1="${lx}" y1="58" x2="${lx + 18}" y2="58" stroke="${colourOf(n)}" stroke-width="3"/>`);
-    parts.push(`<text x="${lx + 22}" y="62">N ${n}</text>`);
+    parts.push(`<line x1="${lx}" y1="72" x2="${lx + 18}" y2="72" stroke="${colourOf(n)}" stroke-width="3"/>`);
+    parts.push(`<text x="${lx + 22}" y="76">N ${n}</text>`);
     lx += 70;
   }
   lx += 10;
   for (const mode of modes) {
-    parts.push(`<line x1="${lx}" y1="58" x2="${lx + 30}" y2="58" stroke="#333" stroke-width="2" stroke-dasharray="${dashOf(mode)}"/>`);
-    parts.push(`<text x="${lx + 34}" y="62">${esc(mode)}</text>`);
+    parts.push(`<line x1="${lx}" y1="72" x2="${lx + 30}" y2="72" stroke="#333" stroke-width="2" stroke-dasharray="${dashOf(mode)}"/>`);
+    parts.push(`<text x="${lx + 34}" y="76">${esc(mode)}</text>`);
     lx += 44 + 7 * mode.length;
   }
 
-  rows.forEach(({ limit, split }, r) => {
-    rtts.forEach((rtt, c) => {
+  rows.forEach((row, r) => {
+    columns.forEach((column, c) => {
+      const { limit, split, rtt } = { ...row, ...column };
       const ox = c * panelW + ML;
       const oy = TOP + r * panelH + MT;
       const inPanel = cells.filter(
@@ -113,7 +121,7 @@ function chart({ title, yLabel, value, yScale }) {
       const points = inPanel.map((cell) => ({ cell, y: value(cell) })).filter((p) => p.y !== null && Number.isFinite(p.y));
       const rate = 1 / limit.refillSeconds;
       parts.push(
-        `<text x="${ox}" y="${oy - 9}" font-weight="600">${esc(`${num(rate)}/s (max_tokens ${limit.maxTokens}), ${split}, rtt ${rtt} ms`)}</text>`,
+        `<text x="${ox}" y="${oy - 9}" font-weight="600">${esc(`${tickLabel(rate)}/s, max_tokens ${tickLabel(limit.maxTokens)}, ${split}, rtt ${rtt} ms`)}</text>`,
       );
       parts.push(`<rect x="${ox}" y="${oy}" width="${PW}" height="${PH}" fill="none" stroke="#bbb"/>`);
       if (points.length === 0) {

@@ -26,10 +26,6 @@ export class EventQueue {
     return event;
   }
 
-  peek() {
-    return this.#items[0];
-  }
-
   pop() {
     const items = this.#items;
     const top = items[0];

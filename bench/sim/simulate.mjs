@@ -21,6 +21,10 @@ const TICK_NS = NS_PER_S;
 // After the last arrival, calls in flight get at most this much simulated time to finish.
 const TAIL_NS = 60 * NS_PER_S;
 const ZIPF_EXPONENT = 1.1;
+// The object's methods an isolate's stub offers, and those of them whose allowed answer takes
+// the calling request's cost (a new RPC method of the object is one more name here).
+const STUB_METHODS = ['limit', 'limitLeased', 'settle', 'refund'];
+const TAKES_THE_COST = new Set(['limit', 'limitLeased']);
 // The bucket and object names the isolates use (the middleware's default policy name).
 const KEY = 'default';
 const SCOPE = 'client';
@@ -169,7 +173,7 @@ export async function simulateCell(cell, lib, modes = MODES) {
       }
     });
     // A request's own call that the object allowed: its token is taken now.
-    if (request >= 0 && (method === 'limit' || method === 'limitLeased') && outcome.value?.allowed === true) {
+    if (request >= 0 && TAKES_THE_COST.has(method) && outcome.value?.allowed === true) {
       const cost = args[1] ?? 1;
       if (cost !== 1) throw new Error(`simulated requests cost 1, a call asked for ${cost}`);
       takeToken(request);
@@ -206,12 +210,7 @@ export async function simulateCell(cell, lib, modes = MODES) {
         );
       });
     };
-    return {
-      limit: (...args) => call('limit', args),
-      limitLeased: (...args) => call('limitLeased', args),
-      settle: (...args) => call('settle', args),
-      refund: (...args) => call('refund', args),
-    };
+    return Object.fromEntries(STUB_METHODS.map((method) => [method, (...args) => call(method, args)]));
   }
 
   function newIsolate() {
@@ -329,6 +328,11 @@ export async function simulateCell(cell, lib, modes = MODES) {
   }
   const span = tokens.length > 0 ? tokens[tokens.length - 1] - tokens[0] : 0;
   const ratio = maxRatio(tokens, maxTokens, interval, span);
+  // The gauge samples window lengths; a window above its bound is the exact worst case.
+  if (exact.violation !== null && exact.violation.tokens / exact.violation.bound > ratio.ratio) {
+    ratio.ratio = exact.violation.tokens / exact.violation.bound;
+    ratio.where = { start: exact.violation.start, durationNs: exact.violation.end - exact.violation.start, tokens: exact.violation.tokens, bound: exact.violation.bound };
+  }
 
   // The baseline: the same arrivals, each one limit() at its arrival time on a fresh engine.
   const alone = new lib.RateLimiterServer({}, {});

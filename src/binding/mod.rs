@@ -30,7 +30,8 @@ use test_hooks::trap_if_asked;
 use tsify::Ts;
 pub use types::{
     RateLimitAllDecision, RateLimitDecision, RateLimitLease, RateLimitLeaseRequest,
-    RateLimitRequest, RateLimitSettlement, RateLimiterOptions, RateLimiterStatus,
+    RateLimitRequest, RateLimitSettlement, RateLimitShare, RateLimitShareTerm, RateLimiterOptions,
+    RateLimiterStatus,
 };
 
 /// What the fast paths (`checkText`, `consumeText`) answer.

@@ -88,6 +88,15 @@ pub struct RateLimitLeaseRequest {
     /// The caller's previous lease on this key, settled before this call is decided.
     #[tsify(optional, type = "RateLimitSettlement | undefined")]
     pub settle: Option<RateLimitSettlement>,
+    /// Tokens per second the caller expects to need: above 0 asks for a share, a part of the
+    /// bucket's capacity and refill that the caller runs as a bucket of its own (granted
+    /// whether or not this call's cost is allowed). Default: 0 (a plain lease of `want`).
+    #[tsify(optional, type = "number | undefined")]
+    pub rate: Option<f64>,
+    /// The `id` of the caller's share on this key, to renew: it gets a next term (if it has
+    /// none yet) and may be topped up with up to `want` tokens.
+    #[tsify(optional, type = "number | undefined")]
+    pub renew: Option<f64>,
 }
 
 /// A lease as its holder reports it at the end.
@@ -97,6 +106,9 @@ pub struct RateLimitSettlement {
     pub id: f64,
     /// Tokens spent from it; the rest goes back into the bucket.
     pub used: f64,
+    /// For a share: the tokens its bucket has left, which go back (without it, none do).
+    #[tsify(optional, type = "number | undefined")]
+    pub left: Option<f64>,
 }
 
 /// Tokens granted to spend locally.
@@ -104,10 +116,35 @@ pub struct RateLimitSettlement {
 pub struct RateLimitLease {
     /// Names the lease when it is settled.
     pub id: f64,
-    /// Tokens granted, besides the call's own cost.
+    /// Tokens granted, besides the call's own cost (for a share: moved into its bucket).
     pub tokens: f64,
-    /// Milliseconds the lease is valid from the call; after that it counts as fully used.
+    /// Milliseconds the lease (a share: its current term) is valid from the call; after that
+    /// it counts as fully used.
     pub ttl_ms: f64,
+    /// Present for a share: its terms.
+    #[tsify(optional, type = "RateLimitShare | undefined")]
+    pub share: Option<RateLimitShare>,
+}
+
+/// A share's terms: the capacity and refill of the caller's own bucket.
+#[derive(Tsify)]
+pub struct RateLimitShare {
+    /// Whole tokens the caller's bucket holds at most.
+    pub capacity: f64,
+    /// Nanoseconds between two tokens of its refill; `null`: no refill.
+    #[tsify(type = "number | null")]
+    pub refill_every_ns: Option<f64>,
+    /// The terms that follow the current one (for another term), once the share is renewed.
+    #[tsify(type = "RateLimitShareTerm | null")]
+    pub next: Option<RateLimitShareTerm>,
+}
+
+/// The terms of a share's next term.
+#[derive(Tsify)]
+pub struct RateLimitShareTerm {
+    pub capacity: f64,
+    #[tsify(type = "number | null")]
+    pub refill_every_ns: Option<f64>,
 }
 
 // A `limit` decision plus its lease: written by hand, since tsify cannot say `extends`.

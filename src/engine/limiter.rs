@@ -1,7 +1,7 @@
 //! The keyed limiter: instance options plus one lazy bucket, and maybe a policy, per key.
 
 use super::bucket::{
-    self, convert, full_at, refill, refill_leased, take, wait_for, wait_for_full, Bucket, Status,
+    self, convert, full_at, refill, refill_every, take, wait_for, wait_for_full, Bucket, Status,
 };
 use super::error::{decimal, join, Error};
 use super::lease::{Lease, Leases, Term, LEASE_TTL_NANOS};
@@ -150,7 +150,11 @@ impl Limiter {
                         // Full by now only once its leases have ended; until then it is kept,
                         // whatever it holds (the refill clamps it to its room).
                         let leases = leases.of(key);
-                        if unfills && refill_through_leases(bucket, leases, &old, now).is_none() {
+                        let live = leases.iter().any(|l| l.ends_at() > now);
+                        if unfills
+                            && !live
+                            && refill_through_leases(bucket, leases, &old, now).is_none()
+                        {
                             return None;
                         }
                         let full = Bucket::from_parts(new.capacity_units(), bucket.last_refill());
@@ -274,15 +278,17 @@ impl Limiter {
                     .collect();
                 share.next = Some(allocate(&others, share.wanted, &options, share.expires_at));
             }
+            // (A key with leases out always has a bucket: full is its room beside them.)
+            let room = options.capacity_units().saturating_sub(view.leased);
+            let units = state.map_or(room, |b| b.units());
+            let since = state.map_or(now, |b| b.last_refill());
             if outcome.is_ok() {
-                moved = want
-                    .min(left(state) / 2)
+                let top_up = want
+                    .min(units / 2)
                     .min(term_units(share.billionths, &options));
+                moved = whole_tokens(top_up, &options);
             }
-            state = state.map(|b| Bucket::from_parts(b.units() - moved, b.last_refill()));
-            if moved > 0 && state.is_none() {
-                state = Some(Bucket::from_parts(options.capacity_units() - moved, now));
-            }
+            state = Some(Bucket::from_parts(units - moved, since));
             self.leases.replace(key, share);
             if let Some(slot) = view.live.iter_mut().find(|l| l.id == share.id) {
                 *slot = share;
@@ -304,17 +310,20 @@ impl Limiter {
             } else {
                 0
             };
-            moved = units
+            // The main bucket gives up `taken`; the share gets its whole tokens (a holder's
+            // sub-bucket holds whole tokens only, or its level could pass its capacity).
+            let taken = units
                 .saturating_sub(room)
                 .max(top_up)
                 .min(term_units(term.billionths, &options));
+            moved = whole_tokens(taken, &options);
             let since = state.map_or(now, |b| b.last_refill());
             let before = main_period(&options, out_at(&view.live, &options, now).parts);
             let granted = self.leases.grant(key, term, wanted, now);
             view.live.push(granted);
             let after = main_period(&options, out_at(&view.live, &options, now).parts);
             state = rescale(
-                Some(Bucket::from_parts(units - moved, since)),
+                Some(Bucket::from_parts(units - taken, since)),
                 before,
                 after,
                 now,
@@ -541,8 +550,10 @@ impl Limiter {
         let options = policy.unwrap_or(self.options);
         // Stored as saved (reads do not refill stored buckets either), unless full by now.
         // (With leases out it is never full, whatever its units: they clamp at its room.)
-        let alive = (!leases.is_empty() || bucket.units() < options.capacity_units())
-            && refill_through_leases(bucket, &leases, &options, now).is_some();
+        let live = leases.iter().any(|l| l.ends_at() > now);
+        let alive = live
+            || ((!leases.is_empty() || bucket.units() < options.capacity_units())
+                && refill_through_leases(bucket, &leases, &options, now).is_some());
         if alive {
             let leased = !leases.is_empty();
             self.leases.restore(key, &leases);
@@ -585,10 +596,21 @@ impl Limiter {
                     current = Some(refilled);
                     stored_at = Some(at);
                 }
-                None => {
+                None if !leases.iter().any(|l| l.ends_at() > now) => {
                     // Full, and every lease it had has ended: nothing of it is left.
                     self.store.remove(at);
                     self.leases.forget(key);
+                }
+                None => {
+                    // Full beside leases that hold none of it now (shares without a token):
+                    // kept, so the leases are saved with it.
+                    let held = out_at(&leases, options, now).units;
+                    remembered = own;
+                    current = Some(Bucket::from_parts(
+                        options.capacity_units().saturating_sub(held),
+                        now,
+                    ));
+                    stored_at = Some(at);
                 }
             }
         }
@@ -608,11 +630,19 @@ impl Limiter {
                 current = current.or(full);
             }
         }
-        let leased = out_at(&live, &options, now).units;
+        let out = out_at(&live, &options, now);
+        let leased = out.units;
         let shared = live.iter().any(Lease::is_share);
+        let period = main_period(&options, out.parts);
+        let mut current = refill_every(current, leased, period, &options, now);
+        if leased > 0 && current.is_none() {
+            // Full, while leases hold part of it: its room beside them, banking nothing.
+            let room = options.capacity_units().saturating_sub(leased);
+            current = Some(Bucket::from_parts(room, now));
+        }
         View {
             at: stored_at,
-            current: refill_leased(current, leased, &options, now),
+            current,
             options,
             policy: policy.or(remembered),
             remembered: policy.is_none() && remembered.is_some(),
@@ -637,6 +667,19 @@ impl Limiter {
         let leased = !self.leases.is_empty() && {
             self.leases.drop_expired(key, now);
             !self.leases.of(key).is_empty()
+        };
+        // A key with leases keeps a bucket, so its leases are saved with it: full is its
+        // room beside them.
+        let next = match next {
+            None if leased => {
+                let options = policy.unwrap_or(self.options);
+                let held = out_at(self.leases.of(key), &options, now).units;
+                Some(Bucket::from_parts(
+                    options.capacity_units().saturating_sub(held),
+                    now,
+                ))
+            }
+            other => other,
         };
         match (at, next) {
             (Some(at), Some(bucket)) => {
@@ -785,6 +828,11 @@ fn leased_wait(state: Option<Bucket>, cost: Cost, view: &View, now: Instant) -> 
     let wait = u128::from(ends - now.as_nanos())
         .saturating_add(refills.saturating_mul(options.interval_nanos()));
     Some(wait)
+}
+
+/// `units` of `options` rounded down to whole tokens.
+fn whole_tokens(units: u64, options: &Options) -> u64 {
+    units / options.unit() * options.unit()
 }
 
 /// `nanos` rounded up to whole milliseconds, still in nanoseconds.

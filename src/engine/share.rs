@@ -8,7 +8,7 @@
 //! object together admit at most what one bucket admits.
 
 use super::bucket::{refill_every, Bucket};
-use super::lease::{Lease, Term};
+use super::lease::{Lease, Term, LEASE_TTL_NANOS};
 use super::options::{Options, MAX_TOKENS_IN_BILLIONTHS, UNITS_PER_TOKEN};
 use super::time::Instant;
 
@@ -81,12 +81,12 @@ pub fn wanted_parts(rate: f64, options: &Options) -> u32 {
     parts.clamp(1.0, f64::from(RATE_PARTS)) as u32
 }
 
-/// The terms of a share asked for with `wanted` parts, starting at `from`, beside `others`
-/// (the key's other leases): its fair part of the refill by what every share wants, at most
-/// what the others leave free then; a capacity in proportion (at least one whole token, at
-/// most what is free then). A share that gets no whole token gets nothing (a zero share).
+/// The terms of a share asked for with `wanted` parts, for a term from `from`, beside
+/// `others` (the key's other leases): its fair part of the refill by what every share wants,
+/// at most what the others leave free at every moment of the term; a capacity in proportion
+/// (at least one whole token, at most what is free throughout). A share that gets no whole token gets nothing (a zero share).
 pub fn allocate(others: &[Lease], wanted: u32, options: &Options, from: Instant) -> Term {
-    let taken = out_at(others, options, from);
+    let taken = most_held(others, options, from, from.saturating_add(LEASE_TTL_NANOS));
     let free_parts = RATE_PARTS.saturating_sub(taken.parts);
     let all_wanted = others
         .iter()
@@ -109,6 +109,22 @@ pub fn allocate(others: &[Lease], wanted: u32, options: &Options, from: Instant)
         billionths: billionths_of(tokens.saturating_mul(unit), options),
         parts,
     }
+}
+
+/// The most that `leases` hold at any moment of `[from, until)`, capacity and parts each
+/// (terms granted later for later moments count too: a new term must fit beside all of them).
+fn most_held(leases: &[Lease], options: &Options, from: Instant, until: Instant) -> Out {
+    let moments = leases
+        .iter()
+        .flat_map(|l| [l.expires_at, l.ends_at()])
+        .filter(|&m| m > from && m < until);
+    core::iter::once(from)
+        .chain(moments)
+        .map(|m| out_at(leases, options, m))
+        .fold(Out::default(), |most, out| Out {
+            units: most.units.max(out.units),
+            parts: most.parts.max(out.parts),
+        })
 }
 
 /// One change of what the leases hold, at `at`.
@@ -162,7 +178,13 @@ fn step(
 ) -> Option<Bucket> {
     let old = main_period(options, before.parts);
     let refilled = refill_every(bucket, before.units, old, options, at);
-    rescale(refilled, old, main_period(options, after.parts), at)
+    let rescaled = rescale(refilled, old, main_period(options, after.parts), at);
+    if after.units > 0 {
+        // A full bucket whose capacity a term takes from now: what no longer fits is gone.
+        let room = options.capacity_units().saturating_sub(after.units);
+        return Some(rescaled.unwrap_or(Bucket::from_parts(room, at)));
+    }
+    rescaled
 }
 
 /// A bucket (refilled to `at`) whose period changes from `old` to `new` at `at`: the progress

@@ -1,0 +1,525 @@
+#![cfg(not(target_arch = "wasm32"))]
+//! Property tests of shares: holders run sub-buckets of their own on a part of a bucket's
+//! capacity and refill, renew them in the background while they keep deciding, top them up,
+//! settle them or vanish, with clocks offset from the object's and answers that arrive late;
+//! callers without shares consume at the object meanwhile, and the durable copy is evicted
+//! and read back. The holders follow the rules of docs/SPEC.md 11.6 exactly. Whatever
+//! happens, the tokens admitted in every window of length `T`, by everyone together, never
+//! exceed `max_tokens + floor(T / interval)` plus what was refunded in that window.
+
+use proptest::prelude::*;
+use rate_limiter::engine::{
+    share_period, Cost, Instant, LeaseAsk, LeaseDecision, Limiter, OptionsPatch, Settlement,
+};
+
+const NANOS_PER_MS: i64 = 1_000_000;
+const BILLION: u64 = 1_000_000_000;
+const START_MS: i64 = 1_800_000_000_000;
+/// A holder stops spending a share this long before the earliest end of its term.
+const MARGIN_NS: i64 = 1_000 * NANOS_PER_MS;
+const KEY: &[u8] = b"api-key";
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// A request of `cost` whole tokens at `holder`.
+    Request { holder: usize, cost: u8 },
+    /// The holder renews its share in the background.
+    Renew { holder: usize },
+    /// The holder settles its share, giving back what it has left.
+    Settle { holder: usize },
+    /// The holder disappears (an evicted isolate): its share is never settled.
+    Vanish { holder: usize },
+    /// A caller without a share consumes at the object.
+    Direct { cost: u8 },
+    /// An admitted request of the object itself is refunded.
+    Refund,
+    /// The durable class is evicted: a new limiter reads the snapshot back.
+    Evict,
+    /// Time passes, in milliseconds.
+    Advance { ms: u64 },
+}
+
+fn op(holders: usize) -> impl Strategy<Value = Op> {
+    prop_oneof![
+        10 => (0..holders, 1u8..=2).prop_map(|(holder, cost)| Op::Request { holder, cost }),
+        3 => (0..holders).prop_map(|holder| Op::Renew { holder }),
+        1 => (0..holders).prop_map(|holder| Op::Settle { holder }),
+        1 => (0..holders).prop_map(|holder| Op::Vanish { holder }),
+        2 => (1u8..=2).prop_map(|cost| Op::Direct { cost }),
+        1 => Just(Op::Refund),
+        1 => Just(Op::Evict),
+        8 => prop_oneof![0u64..100, 0u64..1_500, Just(4_000), Just(9_999), Just(10_001)]
+            .prop_map(|ms| Op::Advance { ms }),
+    ]
+}
+
+/// A share's terms as the holder runs them: whole tokens of capacity, a period in ns.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Terms {
+    capacity: u64,
+    period: Option<i64>,
+}
+
+impl Terms {
+    /// The smaller of two terms: the least capacity, the longest period.
+    fn min(self, other: Terms) -> Terms {
+        let period = match (self.period, other.period) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            _ => None,
+        };
+        Terms {
+            capacity: self.capacity.min(other.capacity),
+            period,
+        }
+    }
+}
+
+/// A share as its holder sees it (times by the holder's clock, in ns).
+#[derive(Debug, Clone)]
+struct Share {
+    id: u64,
+    current: Terms,
+    next: Option<Terms>,
+    /// The current term ends somewhere in `[ends_from, ends_by]`.
+    ends_from: i64,
+    ends_by: i64,
+    /// Whole tokens in the sub-bucket, and the moment its refill counts from.
+    tokens: u64,
+    since: i64,
+    /// The last moment the sub-bucket was brought to.
+    seen: i64,
+}
+
+impl Share {
+    /// The terms in force at `t` and when they next change (`None`: the share is over).
+    fn terms_at(&self, t: i64) -> Option<(Terms, Option<i64>)> {
+        let stop = self.ends_from - MARGIN_NS;
+        match self.next {
+            _ if t < stop => Some((self.current, Some(stop))),
+            None => None,
+            Some(next) if t < self.ends_by => Some((self.current.min(next), Some(self.ends_by))),
+            Some(next) => Some((next, Some(self.ends_by + TTL_NS - MARGIN_NS))),
+        }
+    }
+
+    /// Brings the sub-bucket to `t` through every change of terms; false when it is over.
+    fn advance(&mut self, t: i64) -> bool {
+        let t = t.max(self.seen);
+        loop {
+            let Some((terms, change)) = self.terms_at(self.seen) else {
+                return false;
+            };
+            let until = change.map_or(t, |c| c.min(t));
+            self.refill(terms, until);
+            self.seen = until;
+            if change.is_none_or(|c| c > t) {
+                return true;
+            }
+            if self.next.is_some() && until >= self.ends_by {
+                // The next term has begun for sure: it is the current one now.
+                self.current = self.next.take().unwrap_or(self.current);
+                self.ends_from += TTL_NS;
+                self.ends_by += TTL_NS;
+            }
+            let Some((after, _)) = self.terms_at(until) else {
+                return false;
+            };
+            self.rescale(terms.period, after.period, until);
+            self.tokens = self.tokens.min(after.capacity);
+        }
+    }
+
+    fn refill(&mut self, terms: Terms, t: i64) {
+        if self.tokens >= terms.capacity {
+            self.tokens = terms.capacity;
+            self.since = t;
+            return;
+        }
+        let Some(period) = terms.period else { return };
+        let k = (t - self.since).max(0) / period;
+        self.tokens += k as u64;
+        self.since += k * period;
+        if self.tokens >= terms.capacity {
+            self.tokens = terms.capacity;
+            self.since = t;
+        }
+    }
+
+    fn rescale(&mut self, old: Option<i64>, new: Option<i64>, at: i64) {
+        if old == new {
+            return;
+        }
+        let elapsed = i128::from((at - self.since).max(0));
+        let kept = match (old, new) {
+            (Some(old), Some(new)) => (elapsed * i128::from(new) / i128::from(old)) as i64,
+            _ => 0,
+        };
+        self.since = at - kept;
+    }
+}
+
+const TTL_NS: i64 = 10_000 * NANOS_PER_MS;
+
+/// An answer on its way to a holder.
+#[derive(Debug)]
+struct Pending {
+    arrives: i64,
+    sent: i64,
+    /// The share the call renewed: an answer about a share given up meanwhile is ignored.
+    renewed: Option<u64>,
+    answer: LeaseDecision,
+}
+
+#[derive(Debug, Default)]
+struct Holder {
+    skew_ns: i64,
+    latency_ns: i64,
+    rate: f64,
+    share: Option<Share>,
+    pending: Option<Pending>,
+    /// The remaining tokens of the object's last answer.
+    object_remaining: f64,
+}
+
+impl Holder {
+    fn clock(&self, true_ns: i64) -> i64 {
+        true_ns + self.skew_ns
+    }
+
+    /// Takes in an answer that has arrived by `true_ns`.
+    fn receive(&mut self, true_ns: i64) {
+        if self.pending.as_ref().is_none_or(|p| p.arrives > true_ns) {
+            return;
+        }
+        let Some(Pending {
+            arrives,
+            sent,
+            renewed,
+            answer,
+        }) = self.pending.take()
+        else {
+            return;
+        };
+        let received = self.clock(arrives);
+        self.object_remaining = answer.decision.status.remaining;
+        let Some(lease) = answer.lease.filter(|l| l.is_share()) else {
+            return;
+        };
+        let options = answer.options;
+        let terms = |billionths: u64, parts: u32| Terms {
+            capacity: billionths / BILLION,
+            period: share_period(&options, parts).and_then(|p| i64::try_from(p).ok()),
+        };
+        let current = terms(lease.billionths, lease.parts);
+        let next = lease.next.map(|n| terms(n.billionths, n.parts));
+        let object_at = Instant::from_nanos((arrives - self.latency_ns) as u64);
+        let ttl = lease.expires_at.saturating_since(object_at) as i64;
+        let moved = answer.moved / BILLION;
+        match &mut self.share {
+            Some(share) if share.id == lease.id => {
+                if share.advance(received) {
+                    share.next = share.next.or(next);
+                    share.ends_from = share.ends_from.max(sent + ttl);
+                    share.ends_by = share.ends_by.min(received + ttl);
+                    let capacity = share.terms_at(received).map_or(0, |(t, _)| t.capacity);
+                    share.tokens = (share.tokens + moved).min(capacity);
+                }
+            }
+            _ if renewed.is_some() => {}
+            _ => {
+                self.share = Some(Share {
+                    id: lease.id,
+                    current,
+                    next,
+                    ends_from: sent + ttl,
+                    ends_by: received + ttl,
+                    tokens: moved.min(current.capacity),
+                    since: received,
+                    seen: received,
+                });
+            }
+        }
+    }
+
+    /// The share, if it is still running at `t` (holder clock).
+    fn live_share(&mut self, t: i64) -> Option<&mut Share> {
+        let live = self.share.as_mut().is_some_and(|s| s.advance(t));
+        if !live {
+            self.share = None;
+        }
+        self.share.as_mut()
+    }
+}
+
+struct Run {
+    limiter: Limiter,
+    policy: OptionsPatch,
+    holders: Vec<Holder>,
+    now_ns: i64,
+    admitted: Vec<(i64, u64)>,
+    refunded: Vec<(i64, u64)>,
+    direct: Vec<u64>,
+    max_tokens: u64,
+    interval_ns: u64,
+    seed: u64,
+}
+
+impl Run {
+    fn now(&self) -> Instant {
+        Instant::from_nanos(self.now_ns as u64)
+    }
+
+    fn call(&mut self, holder: usize, cost: u8, ask: LeaseAsk) {
+        let now = self.now();
+        let cost = Cost::new(f64::from(cost)).unwrap();
+        let answer = self
+            .limiter
+            .limit_shared(KEY, cost, Some(self.policy), None, ask, now)
+            .unwrap();
+        if answer.decision.allowed {
+            self.admitted.push((self.now_ns, cost.billionths() as u64));
+        }
+        if std::env::var_os("SHARE_TRACE").is_some() {
+            eprintln!("{} holder {holder} call {ask:?}: {answer:?}", self.now_ns);
+        }
+        let h = &mut self.holders[holder];
+        h.pending = Some(Pending {
+            arrives: self.now_ns + h.latency_ns,
+            sent: h.clock(self.now_ns),
+            renewed: ask.renew,
+            answer,
+        });
+    }
+
+    fn apply(&mut self, op: &Op) {
+        let now = self.now();
+        for h in &mut self.holders {
+            h.receive(self.now_ns);
+        }
+        match *op {
+            Op::Request { holder, cost } => {
+                let h = &mut self.holders[holder];
+                let t = h.clock(self.now_ns);
+                if let Some(share) = h.live_share(t) {
+                    if std::env::var_os("SHARE_TRACE").is_some() {
+                        eprintln!("{} holder {holder} local {share:?}", self.now_ns);
+                    }
+                    if share.tokens >= u64::from(cost) {
+                        share.tokens -= u64::from(cost);
+                        self.admitted.push((self.now_ns, u64::from(cost) * BILLION));
+                        return;
+                    }
+                }
+                // Empty: ask the object only when it had room and no call is in flight.
+                let in_flight = h.pending.is_some();
+                let room = h.object_remaining >= f64::from(cost);
+                if in_flight || (h.share.is_some() && !room) {
+                    return; // denied here
+                }
+                let ask = LeaseAsk {
+                    want: Cost::new(4.0).unwrap(),
+                    rate: h.rate,
+                    renew: h.share.as_ref().map(|s| s.id),
+                };
+                self.call(holder, cost, ask);
+            }
+            Op::Renew { holder } => {
+                let h = &mut self.holders[holder];
+                let t = h.clock(self.now_ns);
+                let (rate, in_flight) = (h.rate, h.pending.is_some());
+                let Some(share) = h.live_share(t) else { return };
+                if share.next.is_some() || in_flight {
+                    return;
+                }
+                let ask = LeaseAsk {
+                    want: Cost::ZERO,
+                    rate,
+                    renew: Some(share.id),
+                };
+                self.call(holder, 0, ask);
+            }
+            Op::Settle { holder } => {
+                let h = &mut self.holders[holder];
+                let t = h.clock(self.now_ns);
+                if let Some(share) = h.live_share(t) {
+                    let settlement = Settlement {
+                        id: share.id,
+                        used: Cost::ZERO,
+                        left: Some(Cost::new(share.tokens as f64).unwrap()),
+                    };
+                    h.share = None;
+                    self.limiter.settle(KEY, settlement, now);
+                }
+            }
+            Op::Vanish { holder } => {
+                let h = &mut self.holders[holder];
+                h.share = None;
+                h.pending = None;
+                h.object_remaining = 0.0;
+            }
+            Op::Direct { cost } => {
+                let cost = Cost::new(f64::from(cost)).unwrap();
+                let d = self
+                    .limiter
+                    .limit(KEY, cost, Some(self.policy), now)
+                    .unwrap();
+                if d.allowed {
+                    self.admitted.push((self.now_ns, cost.billionths() as u64));
+                    self.direct.push(cost.billionths() as u64);
+                }
+            }
+            Op::Refund => {
+                if let Some(billionths) = self.direct.pop() {
+                    let tokens = Cost::new((billionths / BILLION) as f64).unwrap();
+                    self.limiter.refund(KEY, tokens, now);
+                    self.refunded.push((self.now_ns, billionths));
+                }
+            }
+            Op::Evict => {
+                self.seed += 1;
+                let mut fresh = Limiter::new(self.seed);
+                if let Some(snapshot) = self.limiter.snapshot(KEY) {
+                    fresh
+                        .restore(KEY, &snapshot.bytes, "snapshot", now)
+                        .unwrap();
+                }
+                self.limiter = fresh;
+            }
+            Op::Advance { ms } => self.now_ns += ms as i64 * NANOS_PER_MS,
+        }
+    }
+
+    /// The bound over every window between two admissions.
+    fn check_bound(&self) -> Result<(), TestCaseError> {
+        let events = &self.admitted;
+        for i in 0..events.len() {
+            let mut sum = 0u128;
+            for event in &events[i..] {
+                sum += u128::from(event.1);
+                let (from, to) = (events[i].0, event.0);
+                let refunded: u128 = self
+                    .refunded
+                    .iter()
+                    .filter(|(t, _)| (from..=to).contains(t))
+                    .map(|&(_, b)| u128::from(b))
+                    .sum();
+                let refills = (to - from) as u128 / u128::from(self.interval_ns);
+                let bound =
+                    (u128::from(self.max_tokens) + refills) * u128::from(BILLION) + refunded;
+                prop_assert!(
+                    sum <= bound,
+                    "{} tokens admitted in {} ns from {} (bound {})",
+                    sum as f64 / 1e9,
+                    to - from,
+                    from,
+                    bound as f64 / 1e9
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+fn holder() -> impl Strategy<Value = Holder> {
+    (
+        -3_000i64..3_000,
+        0i64..400,
+        prop_oneof![Just(0.5), 1.0f64..40.0],
+    )
+        .prop_map(|(skew_ms, latency_ms, rate)| Holder {
+            skew_ns: skew_ms * NANOS_PER_MS,
+            latency_ns: latency_ms * NANOS_PER_MS,
+            rate,
+            object_remaining: f64::INFINITY,
+            ..Holder::default()
+        })
+}
+
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+proptest! {
+    // PROPTEST_CASES=100000 for a long search.
+    #![proptest_config(ProptestConfig { cases: cases(400), ..ProptestConfig::default() })]
+
+    #[test]
+    fn holders_with_shares_never_pass_the_bound(
+        max_tokens in 1u8..=12,
+        interval_ms in prop_oneof![Just(100u64), Just(250), 20u64..700],
+        holders in prop::collection::vec(holder(), 1..=5),
+        ops in prop::collection::vec(op(5), 1..160),
+    ) {
+        let count = holders.len();
+        let mut run = Run {
+            limiter: Limiter::new(7),
+            policy: OptionsPatch {
+                max_tokens: Some(f64::from(max_tokens)),
+                refill_every_seconds: Some(interval_ms as f64 / 1000.0),
+            },
+            holders,
+            now_ns: START_MS * NANOS_PER_MS,
+            admitted: Vec::new(),
+            refunded: Vec::new(),
+            direct: Vec::new(),
+            max_tokens: max_tokens.into(),
+            interval_ns: interval_ms * NANOS_PER_MS as u64,
+            seed: 7,
+        };
+        for op in &ops {
+            let op = match *op {
+                Op::Request { holder, cost } => Op::Request { holder: holder % count, cost },
+                Op::Renew { holder } => Op::Renew { holder: holder % count },
+                Op::Settle { holder } => Op::Settle { holder: holder % count },
+                Op::Vanish { holder } => Op::Vanish { holder: holder % count },
+                ref other => other.clone(),
+            };
+            run.apply(&op);
+            run.check_bound()?;
+        }
+    }
+}
+
+/// A lone holder at overload decides on its own: after its share is granted, a thousand
+/// requests over ten seconds make no call but its renewals, and it admits what the bucket
+/// refills.
+#[test]
+fn a_share_keeps_the_object_out_of_an_overload() {
+    let mut limiter = Limiter::new(1);
+    let policy = OptionsPatch {
+        max_tokens: Some(10.0),
+        refill_every_seconds: Some(0.1),
+    };
+    let start = START_MS as u64 * NANOS_PER_MS as u64;
+    let ask = LeaseAsk {
+        want: Cost::new(10.0).unwrap(),
+        rate: 100.0,
+        renew: None,
+    };
+    let one = Cost::new(1.0).unwrap();
+    let first = limiter
+        .limit_shared(
+            KEY,
+            one,
+            Some(policy),
+            None,
+            ask,
+            Instant::from_nanos(start),
+        )
+        .unwrap();
+    let lease = first.lease.expect("a share");
+    assert!(lease.is_share());
+    // Twice a demand of 100/s is more than the whole refill of 10/s: all of it, and all the
+    // capacity; the nine tokens left move into the share.
+    assert_eq!(lease.parts, rate_limiter::engine::RATE_PARTS);
+    assert_eq!(lease.billionths, 10 * BILLION);
+    assert_eq!(first.moved, 9 * BILLION);
+    // The object itself has nothing left to give, and says when it will.
+    let later = Instant::from_nanos(start + 50 * NANOS_PER_MS as u64);
+    let plain = limiter.limit(KEY, one, Some(policy), later).unwrap();
+    assert!(!plain.allowed);
+    assert_eq!(plain.retry_after_ms, Some(10_000.0 - 50.0 + 100.0));
+}
