@@ -4,6 +4,8 @@
 // leased tokens count as still in the bucket until settled, and a lease this isolate never
 // settles (it was evicted) counts as fully used at its expiry.
 
+import { HeldShare } from './share.js';
+
 const BILLION = 1e9;
 
 // Entries kept at most: the oldest idle ones go first (a lease dropped here just expires).
@@ -26,6 +28,10 @@ class Entry {
   last = null;
   /** When the previous request on the bucket came (isolate clock, ms). */
   previousAt = -Infinity;
+  /** With shares: the share held (a HeldShare), and the demand since it was last reported. */
+  share = null;
+  demand = 0;
+  demandSince = 0;
   /**
    * Whether a call that settles or takes a lease is in flight. Requests on the bucket meanwhile
    * make plain calls: awaiting another request's call is not allowed in Workers (the wait
@@ -41,6 +47,7 @@ export class LocalLimits {
   #marginMs;
   #maxLease;
   #clock;
+  #shares;
   /** Calls made to the Durable Object, and requests answered without one. */
   calls = 0;
   localAnswers = 0;
@@ -49,9 +56,10 @@ export class LocalLimits {
    * `marginMs`: a lease is not spent later than this before its expiry, by this isolate's
    * clock: the clock skew (plus call latency) tolerated between this isolate and the object.
    * `maxLease`: the most tokens asked for at once. `clock`: the time in ms (tests pass a
-   * fake one; Workers' `Date.now()` by default).
+   * fake one; Workers' `Date.now()` by default). `shares`: hold shares (a part of the
+   * bucket's refill, renewed in the background) instead of plain leases.
    */
-  constructor({ marginMs = 1_000, maxLease = 1_000, clock = Date.now } = {}) {
+  constructor({ marginMs = 1_000, maxLease = 1_000, clock = Date.now, shares = false } = {}) {
     if (!(Number.isFinite(marginMs) && marginMs >= 0 && marginMs < 10_000)) {
       throw new RangeError(`local.marginMs must be a number from 0 to 9999, got ${marginMs}`);
     }
@@ -59,6 +67,8 @@ export class LocalLimits {
       throw new RangeError(`local.maxLease must be a whole number >= 0, got ${maxLease}`);
     }
     if (typeof clock !== 'function') throw new TypeError('local.clock must be a function');
+    if (typeof shares !== 'boolean') throw new TypeError(`local.shares must be a boolean, got ${typeof shares}`);
+    this.#shares = shares;
     this.#marginMs = marginMs;
     this.#maxLease = maxLease;
     this.#clock = clock;
@@ -69,15 +79,17 @@ export class LocalLimits {
    * on that bucket or a denial that still holds. `scope` names the Durable Object (with
    * `owner`, its namespace, it tells buckets of different objects apart). `stub` may be a
    * function that makes the stub: then a request decided here never makes one
-   * (`idFromName` hashes the name).
+   * (`idFromName` hashes the name). `waitUntil` (the request's `ctx.waitUntil`) keeps a
+   * share's renewal running after the response.
    */
-  async limit(owner, scope, stub, key, cost = 1, policy = undefined) {
+  async limit(owner, scope, stub, key, cost = 1, policy = undefined, waitUntil = undefined) {
     // Anything unusual goes to the object, which validates it (and throws).
     if (typeof key !== 'string' || typeof cost !== 'number' || !(cost >= 0 && cost < Infinity) || !plain(policy)) {
       this.calls += 1;
       return stubOf(stub).limit(key, cost, policy);
     }
     const entry = this.#entry(owner, scope, key, policy);
+    if (this.#shares) return this.#shared(entry, stub, key, cost, policy, waitUntil);
     const local = this.#localAnswer(entry, cost);
     if (local !== null) {
       this.localAnswers += 1;
@@ -161,6 +173,100 @@ export class LocalLimits {
     }
     // This isolate's view, as in local answers: the bucket and what is left of its lease.
     return granted === null ? decision : { ...decision, remaining: decision.remaining + granted.tokens };
+  }
+
+  /**
+   * A request on a bucket with shares: decided by the share while it holds the cost; denied
+   * here when it does not and the object had no room either when it last answered; else one
+   * call that also asks for (or tops up) the share. Renewal happens in the background, and
+   * requests meanwhile decide against the share still held, never making calls of their own.
+   */
+  async #shared(entry, stub, key, cost, policy, waitUntil) {
+    const now = this.#clock();
+    if (entry.demand === 0) entry.demandSince = now;
+    entry.demand += cost;
+    let share = entry.share;
+    if (share !== null && !share.advance(now)) share = entry.share = null;
+    const whole = Number.isInteger(cost);
+    if (share !== null && whole && share.take(cost, now)) {
+      this.localAnswers += 1;
+      this.#renewIfDue(entry, stub, key, policy, waitUntil, now);
+      return this.#shareAnswer(entry, true, cost, now);
+    }
+    if (now < entry.deniedUntil && cost > 0) {
+      this.localAnswers += 1;
+      const retry = Math.ceil(entry.deniedUntil - now);
+      return { ...entry.denial, retry_after_ms: Math.min(entry.denial.retry_after_ms, retry) };
+    }
+    const noRoom = entry.last === null || entry.last.remaining < cost;
+    if (share !== null && whole && cost > 0 && (entry.leasing || noRoom)) {
+      this.localAnswers += 1;
+      this.#renewIfDue(entry, stub, key, policy, waitUntil, now);
+      return this.#shareAnswer(entry, false, cost, now);
+    }
+    if (entry.leasing) return this.#plainCall(entry, stubOf(stub), key, cost, policy);
+    // Asks for a share only once requests keep coming; the first one makes a plain call.
+    const busy = now - entry.previousAt <= BUSY_MS;
+    entry.previousAt = now;
+    if (!busy && share === null) return this.#plainCall(entry, stubOf(stub), key, cost, policy);
+    entry.leasing = true;
+    try {
+      return await this.#shareCall(entry, stubOf(stub), key, cost, policy);
+    } finally {
+      entry.leasing = false;
+    }
+  }
+
+  /** One call that decides `cost` and asks for a share, or renews and tops up the one held. */
+  async #shareCall(entry, stub, key, cost, policy) {
+    const sent = this.#clock();
+    const share = entry.share;
+    // Tokens per second asked for since the last report; at least a quarter second counts.
+    const rate = entry.demand / (Math.max(250, sent - entry.demandSince) / 1_000);
+    entry.demand = 0;
+    entry.demandSince = sent;
+    const request = { rate: Math.max(rate, Number.MIN_VALUE), want: Math.min(this.#maxLease, Math.max(1, rate)) };
+    if (share !== null) request.renew = share.id;
+    this.calls += 1;
+    const answer = await stub.limitLeased(key, cost, policy, request);
+    const received = this.#clock();
+    const { lease, ...decision } = answer;
+    this.#remember(entry, decision, received);
+    if (lease?.share !== undefined) {
+      if (share === null) entry.share = new HeldShare(lease, sent, received, this.#marginMs);
+      else if (entry.share === share && share.id === lease.id) share.renewed(lease, sent, received);
+    }
+    const held = entry.share?.advance(received) ? entry.share.tokens : 0;
+    return { ...decision, remaining: decision.remaining + held };
+  }
+
+  /** Starts a share's renewal in the background when it is due and no call is in flight. */
+  #renewIfDue(entry, stub, key, policy, waitUntil, now) {
+    if (entry.leasing || entry.share === null || !entry.share.dueAt(now)) return;
+    entry.leasing = true;
+    const renewal = this.#shareCall(entry, stubOf(stub), key, 0, policy).then(
+      () => {},
+      () => {}, // a renewal that fails leaves the share to end with its term
+    );
+    const done = renewal.finally(() => {
+      entry.leasing = false;
+    });
+    if (typeof waitUntil === 'function') waitUntil(done);
+  }
+
+  /** A decision made by the share: the bucket as last reported, plus the share's tokens. */
+  #shareAnswer(entry, allowed, cost, now) {
+    const last = entry.last;
+    const share = entry.share;
+    const wait = allowed ? 0 : share.waitMs(cost, now);
+    return {
+      allowed,
+      remaining: Math.max(0, last.remaining) + share.tokens,
+      limit: last.limit,
+      reset_in_ms: share.tokens >= share.capacityAt(now) ? 0 : share.waitMs(share.tokens + 1, now),
+      retry_after_ms: wait,
+      window_ms: last.window_ms,
+    };
   }
 
   /** The decision's fields for local answers, and a denial to repeat until its retry time. */

@@ -138,17 +138,32 @@ function compile(options) {
   return result;
 }
 
+/**
+ * Keeps `promise` running after the response with `waitUntil` of a Workers `ctx` or of a Hono
+ * context's execution context (whose getter throws when it has none: then the promise just
+ * runs on).
+ */
+function keepAlive(context, promise) {
+  let ctx = context;
+  try {
+    if (typeof ctx?.waitUntil !== 'function') ctx = context?.executionCtx;
+  } catch {
+    return;
+  }
+  if (typeof ctx?.waitUntil === 'function') ctx.waitUntil(promise);
+}
+
 /** The LocalLimits of `local`; null when off. */
 function localLimits(local) {
   if (local === false) return null;
   if (local === true) return (sharedLocal ??= new LocalLimits());
   if (local instanceof LocalLimits) return local;
-  const { marginMs, maxLease, clock, ...rest } = local;
+  const { marginMs, maxLease, clock, shares, ...rest } = local;
   const unknown = Object.keys(rest)[0];
   if (unknown !== undefined) {
-    throw new TypeError(`options.local has no field "${unknown}" (the fields are marginMs, maxLease, clock)`);
+    throw new TypeError(`options.local has no field "${unknown}" (the fields are marginMs, maxLease, clock, shares)`);
   }
-  return new LocalLimits({ marginMs, maxLease, clock });
+  return new LocalLimits({ marginMs, maxLease, clock, shares });
 }
 
 function logFailure(error, request) {
@@ -196,7 +211,7 @@ export async function checkRateLimit(request, env, options, context) {
     decision = !o.single
       ? await stub().limitAll(o.policies.map((p) => ({ key: p.name, cost, policy: p.limits })))
       : o.local !== null
-        ? await o.local.limit(ns, key, stub, first.name, cost, first.limits)
+        ? await o.local.limit(ns, key, stub, first.name, cost, first.limits, (promise) => keepAlive(context, promise))
         : await stub().limit(first.name, cost, first.limits);
   } catch (error) {
     if (PROGRAMMING_ERRORS.has(error?.name)) throw error;

@@ -30,4 +30,14 @@ export const MODES = {
       return () => local.limit(namespace, scope, stub, key, 1, policy);
     },
   },
+
+  /** LocalLimits with shares: a part of the refill per isolate, renewed in the background. */
+  shares: {
+    describe: 'LocalLimits with shares (local: { shares: true })',
+    build: ({ stub, clock, waitUntil, key, scope, policy, lib }) => {
+      const local = new lib.LocalLimits({ clock, shares: true });
+      const namespace = {};
+      return () => local.limit(namespace, scope, stub, key, 1, policy, waitUntil);
+    },
+  },
 };

@@ -183,7 +183,8 @@ export async function simulateCell(cell, lib, modes = MODES) {
 
   function makeStub(isolate) {
     const call = (method, args) => {
-      const request = attributedRequest;
+      // A call of cost 0 (a share's renewal) is no request's own, whichever request started it.
+      const request = TAKES_THE_COST.has(method) && args[1] === 0 ? -1 : attributedRequest;
       const sent = copyPlain(args);
       return new Promise((resolve, reject) => {
         at(

@@ -28,8 +28,10 @@ export function leaseDecisionObject(decision, id, tokens, ttl_ms) {
   decision.lease = tokens > 0 ? { id, tokens, ttl_ms } : null;
   return decision;
 }
-export function shareDecisionObject(decision, id, tokens, ttl_ms, capacity, refill_every_ns, next) {
-  const share = { capacity, refill_every_ns: refill_every_ns < 0 ? null : refill_every_ns, next: null };
+export function shareDecisionObject(decision, id, tokens, ttl_ms, term_ms, capacity, refill_every_ns, next) {
+  const share = {
+    capacity, refill_every_ns: refill_every_ns < 0 ? null : refill_every_ns, term_ms, next: null,
+  };
   if (next.length > 0) {
     share.next = { capacity: next[0], refill_every_ns: next[1] < 0 ? null : next[1] };
   }
@@ -74,6 +76,7 @@ extern "C" {
         id: f64,
         tokens: f64,
         ttl_ms: f64,
+        term_ms: f64,
         capacity: f64,
         refill_every_ns: f64,
         next: Vec<f64>,
@@ -132,6 +135,7 @@ pub(crate) fn lease_decision_object(decision: &LeaseDecision, now: Instant) -> O
         lease.id as f64,
         tokens,
         ttl_ms,
+        (LEASE_TTL_NANOS / 1_000_000) as f64,
         lease.billionths as f64 / 1e9,
         period(lease.parts),
         next,

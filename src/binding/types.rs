@@ -134,6 +134,8 @@ pub struct RateLimitShare {
     /// Nanoseconds between two tokens of its refill; `null`: no refill.
     #[tsify(type = "number | null")]
     pub refill_every_ns: Option<f64>,
+    /// Milliseconds a term lasts (a next term lasts this long from the current one's end).
+    pub term_ms: f64,
     /// The terms that follow the current one (for another term), once the share is renewed.
     #[tsify(type = "RateLimitShareTerm | null")]
     pub next: Option<RateLimitShareTerm>,
