@@ -24,8 +24,9 @@ class Entry {
   /** Until when (isolate clock, ms) requests are denied locally, and the denial. */
   deniedUntil = 0;
   denial = null;
-  /** The last decision the bucket made, for the fields of local answers. */
+  /** The last decision the bucket made, for the fields of local answers, and when it came. */
   last = null;
+  lastAt = 0;
   /** When the previous request on the bucket came (isolate clock, ms). */
   previousAt = -Infinity;
   /** With shares: the share held (a HeldShare), and the demand since it was last reported. */
@@ -198,8 +199,12 @@ export class LocalLimits {
       const retry = Math.ceil(entry.deniedUntil - now);
       return { ...entry.denial, retry_after_ms: Math.min(entry.denial.retry_after_ms, retry) };
     }
-    const noRoom = entry.last === null || entry.last.remaining < cost;
-    if (share !== null && whole && cost > 0 && (entry.leasing || noRoom)) {
+    // The share is empty: denied here if the object had no room either when it last answered;
+    // else the object is asked (a top-up), as the bucket alone would have admitted it.
+    // (A token the object reported as coming has come by now.)
+    const noRoom =
+      entry.last === null || (entry.last.remaining < cost && now < entry.lastAt + entry.last.reset_in_ms);
+    if (share !== null && whole && cost > 0 && noRoom) {
       this.localAnswers += 1;
       this.#renewIfDue(entry, stub, key, policy, waitUntil, now);
       return this.#shareAnswer(entry, false, cost, now);
@@ -221,11 +226,18 @@ export class LocalLimits {
   async #shareCall(entry, stub, key, cost, policy) {
     const sent = this.#clock();
     const share = entry.share;
-    // Tokens per second asked for since the last report; at least a quarter second counts.
-    const rate = entry.demand / (Math.max(250, sent - entry.demandSince) / 1_000);
-    entry.demand = 0;
-    entry.demandSince = sent;
-    const request = { rate: Math.max(rate, Number.MIN_VALUE), want: Math.min(this.#maxLease, Math.max(1, rate)) };
+    // Tokens per second asked for since the last report (over at least 10 ms).
+    const rate = entry.demand / (Math.max(10, sent - entry.demandSince) / 1_000);
+    // A top-up asks for twice the last one while the share keeps running out between calls.
+    entry.want = cost === 0 ? entry.want : Math.min(this.#maxLease, Math.max(1, cost, entry.want * 2));
+    // A renewal (cost 0) reports the demand and gets the next term; a top-up of a share held
+    // only asks for tokens; a call without a share asks for one.
+    const request = cost === 0 ? {} : { want: entry.want };
+    if (share === null || cost === 0) {
+      request.rate = Math.max(rate, Number.MIN_VALUE);
+      entry.demand = 0;
+      entry.demandSince = sent;
+    }
     if (share !== null) request.renew = share.id;
     this.calls += 1;
     const answer = await stub.limitLeased(key, cost, policy, request);
@@ -272,6 +284,7 @@ export class LocalLimits {
   /** The decision's fields for local answers, and a denial to repeat until its retry time. */
   #remember(entry, decision, now) {
     entry.last = decision;
+    entry.lastAt = now;
     if (!decision.allowed && decision.retry_after_ms !== null && decision.retry_after_ms > 0) {
       // From now, not from when the object decided: locally it can only be stricter.
       entry.deniedUntil = now + decision.retry_after_ms;

@@ -28,6 +28,8 @@ export class HeldShare {
     this.current = termsOf(lease.share);
     this.next = lease.share.next === null ? null : termsOf(lease.share.next);
     this.termMs = lease.share.term_ms;
+    // The current term's length (a share's first term is shorter than the later ones).
+    this.currentMs = lease.ttl_ms;
     this.marginMs = marginMs;
     // The current term ends somewhere in [endsFrom, endsBy] (the holder's clock).
     this.endsFrom = sent + lease.ttl_ms;
@@ -62,6 +64,7 @@ export class HeldShare {
         this.next = null;
         this.endsFrom += this.termMs;
         this.endsBy += this.termMs;
+        this.currentMs = this.termMs;
       }
       const after = this.#termsAt(until);
       if (after === null) return false;
@@ -112,17 +115,38 @@ export class HeldShare {
     if (this.advance(t)) this.tokens = Math.min(this.tokens + Math.floor(tokens), this.capacityAt(t));
   }
 
-  /** Takes in a renewal's answer: the next term, and a tighter window for the term's end. */
+  /**
+   * Takes in a renewal's answer: the tokens of a top-up; and, if the answer came before the
+   * current term can have ended, the next term, a tighter window for the current term's end,
+   * and the capacity and refill the top-up raised the current term to (the faster refill
+   * counts from when the answer came).
+   */
   renewed(lease, sent, received) {
-    if (this.next === null && lease.share.next !== null) this.next = termsOf(lease.share.next);
-    this.endsFrom = Math.max(this.endsFrom, sent + lease.ttl_ms);
-    this.endsBy = Math.min(this.endsBy, received + lease.ttl_ms);
+    // Only an answer that came before the current term can have ended surely speaks of it
+    // (and of the next term): a later one may speak of the term after. (Judged before the
+    // share is brought to `received`, which may start its next term.)
+    const within = received < this.endsFrom;
+    if (!this.advance(received)) return;
+    if (within) {
+      const raised = termsOf(lease.share);
+      const held = this.current.period;
+      const period = held === null ? raised.period : raised.period === null ? held : Math.min(held, raised.period);
+      this.#rescale(held, period, received);
+      this.current = { capacity: Math.max(this.current.capacity, raised.capacity), period };
+      if (this.next === null && lease.share.next !== null) this.next = termsOf(lease.share.next);
+      this.endsFrom = Math.max(this.endsFrom, sent + lease.ttl_ms);
+      this.endsBy = Math.min(this.endsBy, received + lease.ttl_ms);
+    }
     this.add(lease.tokens, received);
   }
 
-  /** Whether it is time to renew at `t`: half the current term has passed, no next term. */
+  /**
+   * Whether it is time to renew at `t`: no next term yet, and half the time the current term
+   * can be spent (until a margin before its earliest end) has passed.
+   */
   dueAt(t) {
-    return this.next === null && t >= this.endsFrom - this.termMs / 2;
+    const stop = this.endsFrom - this.marginMs;
+    return this.next === null && t >= stop - Math.max(0, this.currentMs - this.marginMs) / 2;
   }
 
   /**

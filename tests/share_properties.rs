@@ -21,10 +21,15 @@ const KEY: &[u8] = b"api-key";
 
 #[derive(Debug, Clone)]
 enum Op {
-    /// A request of `cost` whole tokens at `holder`.
-    Request { holder: usize, cost: u8 },
+    /// A request of `cost` whole tokens at `holder`; a call it makes is answered `slow_ms`
+    /// later than usual.
+    Request {
+        holder: usize,
+        cost: u8,
+        slow_ms: i64,
+    },
     /// The holder renews its share in the background.
-    Renew { holder: usize },
+    Renew { holder: usize, slow_ms: i64 },
     /// The holder settles its share, giving back what it has left.
     Settle { holder: usize },
     /// The holder disappears (an evicted isolate): its share is never settled.
@@ -37,12 +42,15 @@ enum Op {
     Evict,
     /// Time passes, in milliseconds.
     Advance { ms: u64 },
+    /// Time passes to `offset_ms` around the earliest end of `holder`'s current term (where
+    /// answers cross the switch to the next term).
+    ToTermEnd { holder: usize, offset_ms: i64 },
 }
 
 fn op(holders: usize) -> impl Strategy<Value = Op> {
     prop_oneof![
-        10 => (0..holders, 1u8..=2).prop_map(|(holder, cost)| Op::Request { holder, cost }),
-        3 => (0..holders).prop_map(|holder| Op::Renew { holder }),
+        10 => (0..holders, 1u8..=2, prop_oneof![Just(0i64), 0i64..300]).prop_map(|(holder, cost, slow_ms)| Op::Request { holder, cost, slow_ms }),
+        3 => (0..holders, prop_oneof![Just(0i64), 0i64..300]).prop_map(|(holder, slow_ms)| Op::Renew { holder, slow_ms }),
         1 => (0..holders).prop_map(|holder| Op::Settle { holder }),
         1 => (0..holders).prop_map(|holder| Op::Vanish { holder }),
         2 => (1u8..=2).prop_map(|cost| Op::Direct { cost }),
@@ -50,6 +58,7 @@ fn op(holders: usize) -> impl Strategy<Value = Op> {
         1 => Just(Op::Evict),
         8 => prop_oneof![0u64..100, 0u64..1_500, Just(4_000), Just(9_999), Just(10_001)]
             .prop_map(|ms| Op::Advance { ms }),
+        3 => (0..holders, -1_200i64..600).prop_map(|(holder, offset_ms)| Op::ToTermEnd { holder, offset_ms }),
     ]
 }
 
@@ -167,12 +176,16 @@ struct Pending {
     sent: i64,
     /// The share the call renewed: an answer about a share given up meanwhile is ignored.
     renewed: Option<u64>,
+    /// When the object decided (ns).
+    decided_at: u64,
     answer: LeaseDecision,
 }
 
 #[derive(Debug, Default)]
 struct Holder {
     skew_ns: i64,
+    /// How long a call takes to reach the object, and its answer to come back.
+    send_ns: i64,
     latency_ns: i64,
     rate: f64,
     share: Option<Share>,
@@ -195,6 +208,7 @@ impl Holder {
             arrives,
             sent,
             renewed,
+            decided_at,
             answer,
         }) = self.pending.take()
         else {
@@ -212,15 +226,31 @@ impl Holder {
         };
         let current = terms(lease.billionths, lease.parts);
         let next = lease.next.map(|n| terms(n.billionths, n.parts));
-        let object_at = Instant::from_nanos((arrives - self.latency_ns) as u64);
+        let object_at = Instant::from_nanos(decided_at);
         let ttl = lease.expires_at.saturating_since(object_at) as i64;
         let moved = answer.moved / BILLION;
         match &mut self.share {
             Some(share) if share.id == lease.id => {
+                // (Judged before the share is brought to `received`, which may start its next
+                // term: then `ends_from` would be that term's.)
+                let within = received < share.ends_from;
                 if share.advance(received) {
-                    share.next = share.next.or(next);
-                    share.ends_from = share.ends_from.max(sent + ttl);
-                    share.ends_by = share.ends_by.min(received + ttl);
+                    // Only an answer that came before the current term can have ended surely
+                    // speaks of it and of the next term (a later one may speak of the term
+                    // after). A top-up raised the capacity and refill of that term; the faster
+                    // refill counts from when the answer came.
+                    if within {
+                        share.current.capacity = share.current.capacity.max(current.capacity);
+                        let faster = match (share.current.period, current.period) {
+                            (Some(held), Some(new)) => Some(held.min(new)),
+                            (held, new) => held.or(new),
+                        };
+                        share.rescale(share.current.period, faster, received);
+                        share.current.period = faster;
+                        share.next = share.next.or(next);
+                        share.ends_from = share.ends_from.max(sent + ttl);
+                        share.ends_by = share.ends_by.min(received + ttl);
+                    }
                     let capacity = share.terms_at(received).map_or(0, |(t, _)| t.capacity);
                     share.tokens = (share.tokens + moved).min(capacity);
                 }
@@ -269,7 +299,7 @@ impl Run {
         Instant::from_nanos(self.now_ns as u64)
     }
 
-    fn call(&mut self, holder: usize, cost: u8, ask: LeaseAsk) {
+    fn call(&mut self, holder: usize, cost: u8, ask: LeaseAsk, slow_ms: i64) {
         let now = self.now();
         let cost = Cost::new(f64::from(cost)).unwrap();
         let answer = self
@@ -284,59 +314,95 @@ impl Run {
         }
         let h = &mut self.holders[holder];
         h.pending = Some(Pending {
-            arrives: self.now_ns + h.latency_ns,
-            sent: h.clock(self.now_ns),
+            arrives: self.now_ns + h.latency_ns + slow_ms * NANOS_PER_MS,
+            // (Sent a while before the object decides: the holder decided nothing meanwhile.)
+            sent: h.clock(self.now_ns - h.send_ns),
             renewed: ask.renew,
+            decided_at: self.now_ns as u64,
             answer,
         });
     }
 
-    fn apply(&mut self, op: &Op) {
+    fn apply(&mut self, op: &Op) -> Result<(), TestCaseError> {
         let now = self.now();
         for h in &mut self.holders {
             h.receive(self.now_ns);
         }
         match *op {
-            Op::Request { holder, cost } => {
+            Op::Request {
+                holder,
+                cost,
+                slow_ms,
+            } => {
                 let h = &mut self.holders[holder];
                 let t = h.clock(self.now_ns);
                 if let Some(share) = h.live_share(t) {
                     if std::env::var_os("SHARE_TRACE").is_some() {
                         eprintln!("{} holder {holder} local {share:?}", self.now_ns);
                     }
+                    // The holder never runs terms the object does not count now.
+                    let (held, _) = share.terms_at(share.seen).unwrap();
+                    let counted = self
+                        .limiter
+                        .leases_of(KEY)
+                        .iter()
+                        .find(|l| l.id == share.id)
+                        .and_then(|l| l.terms_at(now));
+                    let options = rate_limiter::engine::Options::new(
+                        self.max_tokens as f64,
+                        self.interval_ns as f64 / 1e9,
+                    )
+                    .unwrap();
+                    let counted = counted.map(|c| Terms {
+                        capacity: c.billionths / BILLION,
+                        period: share_period(&options, c.parts).and_then(|p| i64::try_from(p).ok()),
+                    });
+                    prop_assert!(
+                        held.capacity == 0
+                            || counted.is_some_and(|c| c.capacity >= held.capacity
+                                && match (c.period, held.period) {
+                                    (_, None) => true,
+                                    (None, Some(_)) => false,
+                                    (Some(c), Some(h)) => c <= h,
+                                }),
+                        "holder {holder} runs {held:?} at {}, the object counts {counted:?}",
+                        self.now_ns
+                    );
                     if share.tokens >= u64::from(cost) {
                         share.tokens -= u64::from(cost);
                         self.admitted.push((self.now_ns, u64::from(cost) * BILLION));
-                        return;
+                        return Ok(());
                     }
                 }
                 // Empty: ask the object only when it had room and no call is in flight.
                 let in_flight = h.pending.is_some();
                 let room = h.object_remaining >= f64::from(cost);
                 if in_flight || (h.share.is_some() && !room) {
-                    return; // denied here
+                    return Ok(()); // denied here
                 }
                 let ask = LeaseAsk {
                     want: Cost::new(4.0).unwrap(),
                     rate: h.rate,
                     renew: h.share.as_ref().map(|s| s.id),
                 };
-                self.call(holder, cost, ask);
+                self.call(holder, cost, ask, slow_ms);
             }
-            Op::Renew { holder } => {
+            Op::Renew { holder, slow_ms } => {
                 let h = &mut self.holders[holder];
                 let t = h.clock(self.now_ns);
                 let (rate, in_flight) = (h.rate, h.pending.is_some());
-                let Some(share) = h.live_share(t) else { return };
+                let Some(share) = h.live_share(t) else {
+                    return Ok(());
+                };
                 if share.next.is_some() || in_flight {
-                    return;
+                    return Ok(());
                 }
                 let ask = LeaseAsk {
                     want: Cost::ZERO,
                     rate,
                     renew: Some(share.id),
                 };
-                self.call(holder, 0, ask);
+                self.call(holder, 0, ask, slow_ms);
             }
             Op::Settle { holder } => {
                 let h = &mut self.holders[holder];
@@ -386,7 +452,15 @@ impl Run {
                 self.limiter = fresh;
             }
             Op::Advance { ms } => self.now_ns += ms as i64 * NANOS_PER_MS,
+            Op::ToTermEnd { holder, offset_ms } => {
+                let h = &self.holders[holder];
+                if let Some(share) = &h.share {
+                    let at = share.ends_from - h.skew_ns + offset_ms * NANOS_PER_MS;
+                    self.now_ns = self.now_ns.max(at);
+                }
+            }
         }
+        Ok(())
     }
 
     /// The bound over every window between two admissions.
@@ -435,6 +509,9 @@ fn holder() -> impl Strategy<Value = Holder> {
         })
 }
 
+const HOLDERS: usize = 8;
+const OPS: usize = 300;
+
 fn cases(default: u32) -> u32 {
     std::env::var("PROPTEST_CASES")
         .ok()
@@ -450,8 +527,8 @@ proptest! {
     fn holders_with_shares_never_pass_the_bound(
         max_tokens in 1u8..=12,
         interval_ms in prop_oneof![Just(100u64), Just(250), 20u64..700],
-        holders in prop::collection::vec(holder(), 1..=5),
-        ops in prop::collection::vec(op(5), 1..160),
+        holders in prop::collection::vec(holder(), 1..=HOLDERS),
+        ops in prop::collection::vec(op(HOLDERS), 1..OPS),
     ) {
         let count = holders.len();
         let mut run = Run {
@@ -471,13 +548,14 @@ proptest! {
         };
         for op in &ops {
             let op = match *op {
-                Op::Request { holder, cost } => Op::Request { holder: holder % count, cost },
-                Op::Renew { holder } => Op::Renew { holder: holder % count },
+                Op::Request { holder, cost, slow_ms } => Op::Request { holder: holder % count, cost, slow_ms },
+                Op::Renew { holder, slow_ms } => Op::Renew { holder: holder % count, slow_ms },
                 Op::Settle { holder } => Op::Settle { holder: holder % count },
                 Op::Vanish { holder } => Op::Vanish { holder: holder % count },
+                Op::ToTermEnd { holder, offset_ms } => Op::ToTermEnd { holder: holder % count, offset_ms },
                 ref other => other.clone(),
             };
-            run.apply(&op);
+            run.apply(&op)?;
             run.check_bound()?;
         }
     }
@@ -512,14 +590,15 @@ fn a_share_keeps_the_object_out_of_an_overload() {
         .unwrap();
     let lease = first.lease.expect("a share");
     assert!(lease.is_share());
-    // Twice a demand of 100/s is more than the whole refill of 10/s: all of it, and all the
+    // A demand of 100/s is more than the whole refill of 10/s: all of it, and all the
     // capacity; the nine tokens left move into the share.
     assert_eq!(lease.parts, rate_limiter::engine::RATE_PARTS);
     assert_eq!(lease.billionths, 10 * BILLION);
     assert_eq!(first.moved, 9 * BILLION);
-    // The object itself has nothing left to give, and says when it will.
+    // The object itself has nothing left to give, and says when it will: a whole interval after
+    // the share's first term (2 s) ends.
     let later = Instant::from_nanos(start + 50 * NANOS_PER_MS as u64);
     let plain = limiter.limit(KEY, one, Some(policy), later).unwrap();
     assert!(!plain.allowed);
-    assert_eq!(plain.retry_after_ms, Some(10_000.0 - 50.0 + 100.0));
+    assert_eq!(plain.retry_after_ms, Some(2_000.0 - 50.0 + 100.0));
 }

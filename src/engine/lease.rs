@@ -11,8 +11,13 @@ use hashbrown::HashTable;
 
 use super::time::Instant;
 
-/// How long a lease is valid, from the call that granted it.
+/// How long a lease is valid, from the call that granted it; a share's later terms last
+/// as long.
 pub const LEASE_TTL_NANOS: u64 = 10_000_000_000;
+
+/// A share's first term: short, so that its second term, decided on the demand its holder saw
+/// meanwhile, comes soon.
+pub const FIRST_TERM_NANOS: u64 = 2_000_000_000;
 
 /// Leases a key may have at once; a call beyond it is served without a new lease, so memory
 /// stays bounded whatever callers do.
@@ -187,14 +192,14 @@ impl Leases {
         self.of(key).len() < MAX_LEASES_PER_KEY
     }
 
-    /// Records a new lease on `key` with the terms `term` from `now`, asked for with
-    /// `wanted` parts, and returns it.
-    pub fn grant(&mut self, key: &[u8], term: Term, wanted: u32, now: Instant) -> Lease {
+    /// Records a new lease on `key` with the terms `term` from `now` for `ttl` ns, asked for
+    /// with `wanted` parts, and returns it.
+    pub fn grant(&mut self, key: &[u8], term: Term, wanted: u32, now: Instant, ttl: u64) -> Lease {
         let lease = Lease {
             id: self.next_id,
             billionths: term.billionths,
             parts: term.parts,
-            expires_at: now.saturating_add(LEASE_TTL_NANOS),
+            expires_at: now.saturating_add(ttl),
             next: None,
             wanted,
         };

@@ -4,11 +4,11 @@ use super::bucket::{
     self, convert, full_at, refill, refill_every, take, wait_for, wait_for_full, Bucket, Status,
 };
 use super::error::{decimal, join, Error};
-use super::lease::{Lease, Leases, Term, LEASE_TTL_NANOS};
+use super::lease::{Lease, Leases, Term, FIRST_TERM_NANOS, LEASE_TTL_NANOS};
 use super::options::{Cost, Options, OptionsPatch, UNITS_PER_TOKEN};
 use super::share::{
-    allocate, main_period, out_at, refill_through_leases, rescale, term_units, wait_through_leases,
-    wanted_parts,
+    allocate, billionths_of, free_parts, free_units, main_period, out_at, refill_through_leases,
+    rescale, term_units, wait_through_leases, wanted_parts, RATE_PARTS,
 };
 use super::snapshot::{KeyedSnapshot, Snapshot, StoredSnapshot};
 use super::store::Store;
@@ -268,58 +268,90 @@ impl Limiter {
             .copied();
         if let (Some(share), true) = (renewed, lasts) {
             let mut share = share.advanced(now);
-            share.wanted = wanted_parts(ask.rate, &options);
-            if share.next.is_none() {
-                let others: Vec<Lease> = view
-                    .live
-                    .iter()
-                    .filter(|l| l.id != share.id)
-                    .copied()
-                    .collect();
-                share.next = Some(allocate(&others, share.wanted, &options, share.expires_at));
+            // A renewal reports the holder's demand and gets the next term; a top-up alone
+            // (no rate) leaves both as they are.
+            let renewing = ask.rate > 0.0;
+            if renewing {
+                share.wanted = wanted_parts(ask.rate, &options);
+            }
+            let others: Vec<Lease> = view
+                .live
+                .iter()
+                .filter(|l| l.id != share.id)
+                .copied()
+                .collect();
+            if renewing && share.next.is_none() {
+                let until = share.expires_at.saturating_add(LEASE_TTL_NANOS);
+                share.next = Some(allocate(
+                    &others,
+                    share.wanted,
+                    &options,
+                    share.expires_at,
+                    until,
+                ));
             }
             // (A key with leases out always has a bucket: full is its room beside them.)
             let room = options.capacity_units().saturating_sub(view.leased);
             let units = state.map_or(room, |b| b.units());
             let since = state.map_or(now, |b| b.last_refill());
-            if outcome.is_ok() {
-                let top_up = want
-                    .min(units / 2)
-                    .min(term_units(share.billionths, &options));
-                moved = whole_tokens(top_up, &options);
+            let mut state_now = Some(Bucket::from_parts(units, since));
+            if outcome.is_ok() && want > 0 {
+                // A top-up raises the share's capacity for its current term by the tokens it
+                // moves, and its refill by half the parts the main bucket has, as far as the
+                // others leave them free until then (their later terms count).
+                let held = term_units(share.billionths, &options);
+                let free =
+                    free_units(&others, &options, now, share.expires_at).saturating_sub(held);
+                moved = whole_tokens(want.min(units / 2).min(free), &options);
+                share.billionths = share
+                    .billionths
+                    .saturating_add(billionths_of(moved, &options));
+                let main_parts = RATE_PARTS.saturating_sub(out_at(&view.live, &options, now).parts);
+                let free_parts = free_parts(&others, &options, now, share.expires_at)
+                    .saturating_sub(share.parts);
+                let extra = main_parts.min(free_parts) / 2;
+                if extra > 0 {
+                    let before = main_period(&options, RATE_PARTS - main_parts);
+                    let after = main_period(&options, RATE_PARTS - main_parts + extra);
+                    state_now = rescale(state_now, before, after, now);
+                    share.parts += extra;
+                }
             }
+            let since = state_now.map_or(now, |b| b.last_refill());
             state = Some(Bucket::from_parts(units - moved, since));
             self.leases.replace(key, share);
             if let Some(slot) = view.live.iter_mut().find(|l| l.id == share.id) {
                 *slot = share;
             }
+            view.leased = view.leased.saturating_add(moved);
             view.last_expiry = view.last_expiry.max(Some(share.ends_at()));
             lease = Some(share);
         } else if ask.rate > 0.0 && ask.renew.is_none() && lasts && self.leases.has_room(key) {
             let wanted = wanted_parts(ask.rate, &options);
-            let term = allocate(&view.live, wanted, &options, now);
+            let until = now.saturating_add(FIRST_TERM_NANOS);
+            let mut term = allocate(&view.live, wanted, &options, now, until);
             // The share's capacity leaves the main bucket's: what no longer fits there moves
-            // into the share, with the top-up asked for when the call was allowed.
+            // into the share. A top-up (when the call was allowed) may raise its capacity, as
+            // far as the others leave it free. The share gets whole tokens (its holder's bucket
+            // holds whole tokens only, or its level could pass its capacity).
             let units = left(state);
-            let room = options.capacity_units().saturating_sub(
-                view.leased
-                    .saturating_add(term_units(term.billionths, &options)),
-            );
+            let allocated = term_units(term.billionths, &options);
+            let room = options
+                .capacity_units()
+                .saturating_sub(view.leased.saturating_add(allocated));
+            let free = free_units(&view.live, &options, now, until);
             let top_up = if outcome.is_ok() {
-                want.min(units / 2)
+                whole_tokens(want.min(units / 2).min(free), &options)
             } else {
                 0
             };
-            // The main bucket gives up `taken`; the share gets its whole tokens (a holder's
-            // sub-bucket holds whole tokens only, or its level could pass its capacity).
-            let taken = units
-                .saturating_sub(room)
-                .max(top_up)
-                .min(term_units(term.billionths, &options));
+            let taken = units.saturating_sub(room).max(top_up);
+            let capacity = allocated.max(top_up);
+            term.billionths = billionths_of(capacity, &options);
             moved = whole_tokens(taken, &options);
             let since = state.map_or(now, |b| b.last_refill());
             let before = main_period(&options, out_at(&view.live, &options, now).parts);
-            let granted = self.leases.grant(key, term, wanted, now);
+            let granted = self.leases.grant(key, term, wanted, now, FIRST_TERM_NANOS);
             view.live.push(granted);
             let after = main_period(&options, out_at(&view.live, &options, now).parts);
             state = rescale(
@@ -328,16 +360,22 @@ impl Limiter {
                 after,
                 now,
             );
-            view.leased = view
-                .leased
-                .saturating_add(term_units(term.billionths, &options));
+            view.leased = view.leased.saturating_add(capacity);
             view.last_expiry = view.last_expiry.max(Some(granted.ends_at()));
             view.shared = true;
             lease = Some(granted);
             self.expire_leases_everywhere(now);
         } else if outcome.is_ok() && want > 0 && lasts && self.leases.has_room(key) {
             let units = left(state);
-            let granted = want.min(units / 2);
+            // Held until it expires: as much as is free until then, whatever terms of shares
+            // begin meanwhile.
+            let free = free_units(
+                &view.live,
+                &options,
+                now,
+                now.saturating_add(LEASE_TTL_NANOS),
+            );
+            let granted = want.min(units / 2).min(free);
             if granted > 0 {
                 let since = state.map_or(now, |b| b.last_refill());
                 state = Some(Bucket::from_parts(units - granted, since));
@@ -345,7 +383,7 @@ impl Limiter {
                     billionths: granted.saturating_mul(UNITS_PER_TOKEN / options.unit()),
                     parts: 0,
                 };
-                let granted_lease = self.leases.grant(key, term, 0, now);
+                let granted_lease = self.leases.grant(key, term, 0, now, LEASE_TTL_NANOS);
                 view.leased = view
                     .leased
                     .saturating_add(lease_units(&granted_lease, &options));
@@ -478,6 +516,11 @@ impl Limiter {
     /// Buckets held in memory (only ones that were not full when last seen).
     pub fn stored_buckets(&self) -> usize {
         self.store.len()
+    }
+
+    /// The leases recorded for `key` (live, or ended but not yet dropped by a change).
+    pub fn leases_of(&self, key: &[u8]) -> &[Lease] {
+        self.leases.of(key)
     }
 
     /// Whether `key` has leases recorded (live or expired but not yet ended by a change).

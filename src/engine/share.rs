@@ -8,7 +8,7 @@
 //! object together admit at most what one bucket admits.
 
 use super::bucket::{refill_every, Bucket};
-use super::lease::{Lease, Term, LEASE_TTL_NANOS};
+use super::lease::{Lease, Term};
 use super::options::{Options, MAX_TOKENS_IN_BILLIONTHS, UNITS_PER_TOKEN};
 use super::time::Instant;
 
@@ -70,14 +70,14 @@ fn period_of(options: &Options, parts: u32) -> u128 {
         .div_ceil(parts.into())
 }
 
-/// The parts asked for by a holder that expects to need `rate` tokens per second: twice that
-/// (headroom for bursts), at least one part when `rate > 0`, at most all of them.
+/// The parts asked for by a holder that expects to need `rate` tokens per second: half as
+/// much again (headroom for bursts), at least one part when `rate > 0`, at most all of them.
 pub fn wanted_parts(rate: f64, options: &Options) -> u32 {
     if rate.is_nan() || rate <= 0.0 {
         return 0;
     }
     let interval_seconds = options.interval_nanos() as f64 / 1e9;
-    let parts = (2.0 * rate * interval_seconds * f64::from(RATE_PARTS)).ceil();
+    let parts = (1.5 * rate * interval_seconds * f64::from(RATE_PARTS)).ceil();
     parts.clamp(1.0, f64::from(RATE_PARTS)) as u32
 }
 
@@ -85,8 +85,14 @@ pub fn wanted_parts(rate: f64, options: &Options) -> u32 {
 /// `others` (the key's other leases): its fair part of the refill by what every share wants,
 /// at most what the others leave free at every moment of the term; a capacity in proportion
 /// (at least one whole token, at most what is free throughout). A share that gets no whole token gets nothing (a zero share).
-pub fn allocate(others: &[Lease], wanted: u32, options: &Options, from: Instant) -> Term {
-    let taken = most_held(others, options, from, from.saturating_add(LEASE_TTL_NANOS));
+pub fn allocate(
+    others: &[Lease],
+    wanted: u32,
+    options: &Options,
+    from: Instant,
+    until: Instant,
+) -> Term {
+    let taken = most_held(others, options, from, until);
     let free_parts = RATE_PARTS.saturating_sub(taken.parts);
     let all_wanted = others
         .iter()
@@ -109,6 +115,18 @@ pub fn allocate(others: &[Lease], wanted: u32, options: &Options, from: Instant)
         billionths: billionths_of(tokens.saturating_mul(unit), options),
         parts,
     }
+}
+
+/// The capacity (units) that `leases` leave free at every moment of `[from, until)`: what a
+/// lease or a share's capacity held over that time may take.
+pub fn free_units(leases: &[Lease], options: &Options, from: Instant, until: Instant) -> u64 {
+    let held = most_held(leases, options, from, until).units;
+    options.capacity_units().saturating_sub(held)
+}
+
+/// The parts of the refill that `leases` leave free at every moment of `[from, until)`.
+pub fn free_parts(leases: &[Lease], options: &Options, from: Instant, until: Instant) -> u32 {
+    RATE_PARTS.saturating_sub(most_held(leases, options, from, until).parts)
 }
 
 /// The most that `leases` hold at any moment of `[from, until)`, capacity and parts each
