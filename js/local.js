@@ -91,6 +91,11 @@ export class LocalLimits {
     }
     const entry = this.#entry(owner, scope, key, policy);
     if (this.#shares) return this.#shared(entry, stub, key, cost, policy, waitUntil);
+    return this.#leased(entry, stub, key, cost, policy);
+  }
+
+  /** A request decided with plain leases and the denial cache. */
+  async #leased(entry, stub, key, cost, policy) {
     const local = this.#localAnswer(entry, cost);
     if (local !== null) {
       this.localAnswers += 1;
@@ -188,6 +193,9 @@ export class LocalLimits {
     entry.demand += cost;
     let share = entry.share;
     if (share !== null && !share.advance(now)) share = entry.share = null;
+    // While the bucket has room, plain leases serve as well and split nothing: a share is
+    // asked for only once the bucket runs low.
+    if (share === null && !underPressure(entry)) return this.#leased(entry, stub, key, cost, policy);
     const whole = Number.isInteger(cost);
     if (share !== null && whole && share.take(cost, now)) {
       this.localAnswers += 1;
@@ -209,7 +217,20 @@ export class LocalLimits {
       this.#renewIfDue(entry, stub, key, policy, waitUntil, now);
       return this.#shareAnswer(entry, false, cost, now);
     }
-    if (entry.leasing) return this.#plainCall(entry, stubOf(stub), key, cost, policy);
+    if (entry.leasing) {
+      // A call is in flight: with a share (empty) or after a denial, this request is denied
+      // here; only before anything is known does it make a plain call of its own.
+      if (share !== null && whole && cost > 0) {
+        this.localAnswers += 1;
+        return this.#shareAnswer(entry, false, cost, now);
+      }
+      if (entry.last !== null && !entry.last.allowed && cost > 0) {
+        this.localAnswers += 1;
+        const retry = Math.max(1, Math.ceil(entry.lastAt + (entry.last.retry_after_ms ?? 1_000) - now));
+        return { ...entry.last, retry_after_ms: entry.last.retry_after_ms === null ? null : retry };
+      }
+      return this.#plainCall(entry, stubOf(stub), key, cost, policy);
+    }
     // Asks for a share only once requests keep coming; the first one makes a plain call.
     const busy = now - entry.previousAt <= BUSY_MS;
     entry.previousAt = now;
@@ -239,14 +260,20 @@ export class LocalLimits {
       entry.demandSince = sent;
     }
     if (share !== null) request.renew = share.id;
+    const lease = entry.lease;
+    if (share === null && lease !== null) {
+      // The plain lease held until now is settled by the call that asks for the share.
+      request.settle = { id: lease.id, used: lease.used / BILLION };
+      entry.lease = null;
+    }
     this.calls += 1;
     const answer = await stub.limitLeased(key, cost, policy, request);
     const received = this.#clock();
-    const { lease, ...decision } = answer;
+    const { lease: granted, ...decision } = answer;
     this.#remember(entry, decision, received);
-    if (lease?.share !== undefined) {
-      if (share === null) entry.share = new HeldShare(lease, sent, received, this.#marginMs);
-      else if (entry.share === share && share.id === lease.id) share.renewed(lease, sent, received);
+    if (granted?.share !== undefined) {
+      if (share === null) entry.share = new HeldShare(granted, sent, received, this.#marginMs);
+      else if (entry.share === share && share.id === granted.id) share.renewed(granted, sent, received);
     }
     const held = entry.share?.advance(received) ? entry.share.tokens : 0;
     return { ...decision, remaining: decision.remaining + held };
@@ -255,6 +282,8 @@ export class LocalLimits {
   /** Starts a share's renewal in the background when it is due and no call is in flight. */
   #renewIfDue(entry, stub, key, policy, waitUntil, now) {
     if (entry.leasing || entry.share === null || !entry.share.dueAt(now)) return;
+    // Once the bucket has room again, the share is left to end with its term.
+    if (!underPressure(entry)) return;
     entry.leasing = true;
     const renewal = this.#shareCall(entry, stubOf(stub), key, 0, policy).then(
       () => {},
@@ -317,6 +346,15 @@ export class LocalLimits {
       return;
     }
   }
+}
+
+/** A bucket counts as running low below this share of its capacity (as last reported). */
+const PRESSURE = 0.25;
+
+/** Whether the bucket ran low, or denied, when it last answered. */
+function underPressure(entry) {
+  const last = entry.last;
+  return last !== null && (!last.allowed || last.remaining < last.limit * PRESSURE);
 }
 
 /** The stub, made now if `stub` is a function that makes it. */

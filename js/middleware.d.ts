@@ -46,6 +46,12 @@ export interface LocalLimitsOptions {
   maxLease?: number;
   /** The time in ms. Default `Date.now`. */
   clock?: () => number;
+  /**
+   * Hold shares (a part of the bucket's capacity and refill, run as a bucket of this
+   * isolate's own and renewed in the background) once the bucket runs low, instead of only
+   * plain leases: the object's load then stays flat at and beyond the limit. Default false.
+   */
+  shares?: boolean;
 }
 
 /** What `LocalLimits` calls on a stub. */
@@ -74,6 +80,8 @@ export declare class LocalLimits {
     key: string,
     cost?: number,
     policy?: RateLimiterOptions,
+    /** The request's `ctx.waitUntil`: keeps a share's renewal running after the response. */
+    waitUntil?: (promise: Promise<unknown>) => void,
   ): Promise<RateLimitDecision>;
 }
 

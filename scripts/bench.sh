@@ -15,10 +15,11 @@
 #        bench/workerd-loop/run.mjs -> bench/out/workerd-loop.log (per call inside workerd)
 #        bench/e2e/wake.mjs -> bench/out/wake.log, wake.json (wake-up cost)
 #        bench/e2e/local.mjs -> bench/out/local.log, local.json (local decisions)
-#   6. node bench/report.mjs            -> bench/RESULTS.md, bench/keys.svg
+#   6. bench/sim/run.mjs + charts.mjs   -> bench/out/sim.log, sim.json, bench/sim/*.svg (simulation)
+#   7. node bench/report.mjs            -> bench/RESULTS.md, bench/keys.svg
 # A part that fails does not stop the others; the report says so and the script exits 1.
 # Environment: BENCH_SKIP="engine e2e" skips parts (floor, engine, consume, memory, latency,
-# size, churn, e2e, workerd-loop, wake, local); BENCH_NO_BUILD=1 never rebuilds the package
+# size, churn, e2e, workerd-loop, wake, local, sim); BENCH_NO_BUILD=1 never rebuilds the package
 # (only builds it when missing); ROUNDS=3 DURATION=6 for bench/e2e/run.mjs and
 # bench/e2e/local.mjs.
 set -euo pipefail
@@ -28,7 +29,7 @@ export PATH="$PWD/node_modules/.bin:$HOME/.cargo/bin:$PATH"
 OUT=bench/out
 mkdir -p "$OUT"
 # Results of an earlier run must not pass for this one's.
-rm -f "$OUT"/{consume,memory,latency,size,e2e,churn,wake,local}.json "$OUT"/{floor-build,engine,consume,memory,latency,size,e2e,workerd-loop,wake,local}.log "$OUT"/status.txt
+rm -f "$OUT"/{consume,memory,latency,size,e2e,churn,wake,local,sim}.json "$OUT"/{floor-build,engine,consume,memory,latency,size,e2e,workerd-loop,wake,local,sim}.log "$OUT"/status.txt
 STATUS="$OUT/status.txt"
 START=$(date +%s)
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?')
@@ -114,7 +115,12 @@ else
   record e2e skipped 0 "bench/e2e/run.mjs not present"
 fi
 
-# 6. The report.
+# 6. The simulation of many isolates sharing one bucket (bench/sim/README.md): the full sweep
+#    of modes x isolates x demand x round trip x limit x split (about 1.5 hours on one core),
+#    then its charts.
+part sim "$OUT/sim.log" sh -c 'node bench/sim/run.mjs && node bench/sim/charts.mjs'
+
+# 7. The report.
 record total "$([ ${#FAILED[@]} -eq 0 ] && echo ok || echo failed)" $(($(date +%s) - START)) \
   "load average at start ${LOAD_START}"
 log "report"

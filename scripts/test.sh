@@ -43,6 +43,7 @@ layer wasm-chromium "$cargo_tests" env WASM_BINDGEN_USE_BROWSER=1 \
 layer node "$vitest_tests" vitest run --config tests/node/vitest.config.ts
 layer workerd "$vitest_tests" vitest run --config tests/workers/vitest.config.ts
 layer process '# pass [0-9]+' node --test --test-concurrency=1 --test-reporter=tap tests/process/
+layer simulation 'sim: [0-9]+ cells checked' node bench/sim/run.mjs --small
 layer browser 'browser: [0-9]+ checks passed' node tests/browser/playground.mjs
 layer consumer 'consumer: [0-9]+ checks passed' bash tests/consumer/run.sh
 layer matrix 'matrix: [0-9]+ checks passed' node tests/matrix/run.mjs

@@ -70,6 +70,8 @@ const SMALL_CELLS = [
   { n: 4, demand: 1, rtt: 200, limit: '100000', split: 'even', seconds: 1 },
   { n: 1000, demand: 1, rtt: 200, limit: '10', split: 'zipf', seconds: 30 },
   { n: 256, demand: 0.1, rtt: 1, limit: '1000', split: 'even', seconds: 30 },
+  // Where answers that crossed a term's switch once let a share run a term the object had ended.
+  { n: 32, demand: 10, rtt: 50, limit: '1000', split: 'even', seconds: 30 },
 ];
 
 function usage(message) {

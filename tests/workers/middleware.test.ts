@@ -664,7 +664,7 @@ describe('options', () => {
       [{ binding: 'LIMITER', policy, onError: true }, 'options.onError must be a function, got boolean true'],
       [{ binding: 'LIMITER', policy, failOpen: 'yes' }, 'options.failOpen must be a boolean, got string "yes"'],
       [{ binding: 'LIMITER', policy, local: 'yes' }, 'options.local must be a boolean, a LocalLimits or its options, got string "yes"'],
-      [{ binding: 'LIMITER', policy, local: { margin: 5 } }, 'options.local has no field "margin" (the fields are marginMs, maxLease, clock)'],
+      [{ binding: 'LIMITER', policy, local: { margin: 5 } }, 'options.local has no field "margin" (the fields are marginMs, maxLease, clock, shares)'],
     ];
     for (const [options, message] of cases) {
       let error: Error | undefined;

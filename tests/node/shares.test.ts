@@ -1,0 +1,164 @@
+// Shares (docs/SPEC.md, section 11): a part of a bucket's capacity and refill that an isolate
+// runs as a bucket of its own. The binding's share answers and their validation, a share
+// carried through a new durable instance, and LocalLimits with `shares: true` against the
+// real RateLimiterServer of the node entry under fake timers (setup.ts). Nothing sleeps.
+import { describe, expect, it, vi } from 'vitest';
+import { DurableRateLimiterServer, RateLimiterServer } from '@delightstack/rate-limiter';
+import type { RateLimiterOptions, RateLimitLeaseRequest } from '@delightstack/rate-limiter';
+import { LocalLimits, rateLimit } from '@delightstack/rate-limiter/middleware';
+import type { Ctx } from './support';
+import { T0, thrown } from './support';
+
+const at = (ms: number) => vi.setSystemTime(T0 + ms);
+/** 10 tokens, one every 100 ms. */
+const TEN: RateLimiterOptions = { max_tokens: 10, refill_every_seconds: 0.1 };
+
+describe('limitLeased with a rate: shares', () => {
+  it('grants a share of the refill beside the decision, with its terms', () => {
+    const server = new RateLimiterServer({} as Ctx, {});
+    const d = server.limitLeased('k', 1, TEN, { rate: 100, want: 4 });
+    expect(d.allowed).toBe(true);
+    // Alone and wanting more than the whole refill: all of it, and all the capacity, so the
+    // nine tokens left no longer fit the object's bucket: they move into the share.
+    expect(d.lease).toEqual({
+      id: expect.any(Number),
+      tokens: 9,
+      ttl_ms: 2_000,
+      share: { capacity: 10, refill_every_ns: 100_000_000, term_ms: 10_000, next: null },
+    });
+    expect(d.remaining).toBe(0);
+    at(1_000);
+    const plain = server.limit('k', 6, TEN);
+    expect(plain.allowed).toBe(false);
+    // Its wait assumes the share is spent in full and ends only at its term's end (2 s), then
+    // one refill per token missing.
+    expect(plain.retry_after_ms).toBe(1_000 + 6 * 100);
+  });
+
+  it('renews a share with a next term from the end of the current one, once', () => {
+    const server = new RateLimiterServer({} as Ctx, {});
+    const id = server.limitLeased('k', 1, TEN, { rate: 2 }).lease!.id;
+    at(500);
+    const renewed = server.limitLeased('k', 0, TEN, { rate: 2, renew: id }).lease!;
+    expect(renewed.id).toBe(id);
+    expect(renewed.ttl_ms).toBe(1_500);
+    // 1.5 x 2 tokens/s of a 10 tokens/s refill: 30% of it (rounded up to whole parts, so its
+    // period rounds down to 333,333,122 ns), and 3 of its 10 tokens.
+    expect(renewed.share).toEqual({
+      capacity: 3,
+      refill_every_ns: 333_333_122,
+      term_ms: 10_000,
+      next: { capacity: 3, refill_every_ns: 333_333_122 },
+    });
+    at(600);
+    const again = server.limitLeased('k', 0, TEN, { rate: 50, renew: id }).lease!;
+    expect(again.share!.next).toEqual(renewed.share!.next);
+  });
+
+  it('settles a share by what its bucket has left', () => {
+    const server = new RateLimiterServer({} as Ctx, {});
+    const lease = server.limitLeased('k', 1, TEN, { rate: 100, want: 4 }).lease!;
+    expect(server.getStatus('k').remaining).toBe(0);
+    // Its capacity and refill come back; of its tokens, the three it says it has left.
+    expect(server.settle('k', { id: lease.id, used: 0, left: 3 })).toBe(true);
+    expect(server.getStatus('k')).toEqual({ remaining: 3, limit: 10, reset_in_ms: 100 });
+    expect(server.settle('k', { id: lease.id, used: 0, left: 3 })).toBe(false);
+  });
+
+  it('rejects a bad rate, renew or left with the field named, and changes nothing', () => {
+    const server = new RateLimiterServer({} as Ctx, {});
+    const bad: [RateLimitLeaseRequest | unknown, string, string][] = [
+      [{ rate: -1 }, 'RangeError', 'lease.rate'],
+      [{ rate: '5' }, 'TypeError', 'lease.rate'],
+      [{ rate: Number.NaN }, 'RangeError', 'lease.rate'],
+      [{ renew: 1.5 }, 'RangeError', 'lease.renew'],
+      [{ renew: -1 }, 'RangeError', 'lease.renew'],
+      [{ settle: { id: 1, used: 0, left: 'x' } }, 'TypeError', 'lease.settle.left'],
+      [{ rates: 5 }, 'TypeError', 'rates'],
+    ];
+    for (const [lease, name, field] of bad) {
+      const error = thrown(() => server.limitLeased('k', 1, TEN, lease as RateLimitLeaseRequest));
+      expect(error.name).toBe(name);
+      expect(error.message).toContain(field);
+    }
+    expect(server.getStatus('k')).toEqual({ remaining: 10, limit: 10, reset_in_ms: 0 });
+  });
+
+  it('a durable share outlives the instance: a new one on the same ctx still counts it', () => {
+    const ctx = {} as Ctx;
+    const first = new DurableRateLimiterServer(ctx, {});
+    first.limitLeased('k', 1, TEN, { rate: 100, want: 4 });
+    at(1_000);
+    const second = new DurableRateLimiterServer(ctx, {});
+    const plain = second.limit('k', 6, TEN);
+    expect(plain.allowed).toBe(false);
+    expect(plain.retry_after_ms).toBe(1_000 + 6 * 100);
+  });
+});
+
+/** One isolate with shares on `server`, its calls counted, its background work collected. */
+function isolate(server: RateLimiterServer) {
+  const calls: string[] = [];
+  const stub = {
+    limit: async (key: string, cost?: number, policy?: RateLimiterOptions) => {
+      calls.push('limit');
+      return server.limit(key, cost, policy);
+    },
+    limitLeased: async (key: string, cost?: number, policy?: RateLimiterOptions, lease?: RateLimitLeaseRequest) => {
+      calls.push(lease?.renew !== undefined && cost === 0 ? 'renew' : 'limitLeased');
+      return server.limitLeased(key, cost, policy, lease);
+    },
+  };
+  const local = new LocalLimits({ clock: () => Date.now(), shares: true });
+  const background: Promise<unknown>[] = [];
+  const owner = {};
+  const ask = () => local.limit(owner, 'o', stub, 'k', 1, TEN, (promise) => background.push(promise));
+  return { local, ask, calls, background };
+}
+
+describe('LocalLimits with shares', () => {
+  it('at 10x the limit for 30 s: exact, and the object hears about one call a second', async () => {
+    const server = new RateLimiterServer({} as Ctx, {});
+    const { ask, calls, background } = isolate(server);
+    const admitted: number[] = [];
+    for (let ms = 0; ms < 30_000; ms += 1) {
+      at(ms);
+      if ((await ask()).allowed) admitted.push(ms);
+      await Promise.all(background.splice(0));
+    }
+    // Never more than one bucket admits: 10 + one per 100 ms over any window.
+    for (let i = 0; i < admitted.length; i++) {
+      for (let j = i; j < admitted.length && admitted[j] - admitted[i] <= 2_000; j++) {
+        expect(j - i + 1).toBeLessThanOrEqual(10 + Math.floor((admitted[j] - admitted[i]) / 100));
+      }
+    }
+    expect(admitted.length).toBeGreaterThanOrEqual(0.95 * (10 + 300));
+    expect(admitted.length).toBeLessThanOrEqual(10 + 300);
+    // 30,000 requests; once the share is held, only renewals reach the object.
+    expect(calls.length).toBeLessThan(30);
+    expect(calls.filter((c) => c === 'renew').length).toBeGreaterThanOrEqual(3);
+  });
+
+  it('renews in the background: the request that starts it is answered without waiting', async () => {
+    const server = new RateLimiterServer({} as Ctx, {});
+    const { ask, calls, background } = isolate(server);
+    for (let ms = 0; ms < 1_000; ms += 5) {
+      at(ms);
+      await ask();
+      if (background.length > 0) break;
+    }
+    expect(background).toHaveLength(1);
+    expect(calls.at(-1)).toBe('renew');
+    // The renewal is still pending (its answer has not been taken in) while requests go on.
+    const answered = await ask();
+    expect(answered).toHaveProperty('allowed');
+    await Promise.all(background);
+  });
+
+  it('takes shares: true from the middleware and rejects anything else', () => {
+    expect(() => new LocalLimits({ shares: 'yes' as unknown as boolean })).toThrow(TypeError);
+    const policy = TEN;
+    expect(() => rateLimit({ binding: 'LIMITER', policy, local: { shares: true } })).not.toThrow();
+    expect(() => rateLimit({ binding: 'LIMITER', policy, local: { share: true } as never })).toThrow(/shares/);
+  });
+});
