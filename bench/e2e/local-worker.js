@@ -9,6 +9,7 @@
 //   /local-far    the same with `local`: leases spent in the isolate (a LocalLimits of its own)
 //   /rpc-limit    rateLimit({ binding, policy: AT, key }): a bucket whose limit binds
 //   /local-limit  the same with `local`
+//   /shares-limit the same with `local: { shares: true }` (a LocalLimits with shares)
 //   /stats?v=<path>&t=<tag>  JSON: what the Worker saw of that variant and tag (below)
 // FAR (max_tokens 1e9) is never reached: every request is allowed. AT (max_tokens AT_MAX_TOKENS,
 // one token per AT_REFILL_SECONDS, text bindings from local.mjs) is far below the offered load.
@@ -45,7 +46,11 @@ function runOf(variant, tag, env) {
     refill_every_seconds: Number(env.AT_REFILL_SECONDS ?? 0.01),
   };
   const policy = variant.endsWith('-far') ? FAR : at;
-  const limits = variant.startsWith('local-') ? new LocalLimits() : null;
+  const limits = variant.startsWith('local-')
+    ? new LocalLimits()
+    : variant.startsWith('shares-')
+      ? new LocalLimits({ shares: true })
+      : null;
   const key = `${variant}-${tag}`;
   const fetch =
     variant === 'none'
@@ -58,7 +63,7 @@ function runOf(variant, tag, env) {
   return run;
 }
 
-const VARIANTS = new Set(['none', 'headers', 'rpc-far', 'local-far', 'rpc-limit', 'local-limit']);
+const VARIANTS = new Set(['none', 'headers', 'rpc-far', 'local-far', 'rpc-limit', 'local-limit', 'shares-limit']);
 
 export default {
   async fetch(request, env, ctx) {

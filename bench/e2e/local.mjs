@@ -11,6 +11,7 @@
 //   rpc-limit    behind rateLimit on a bucket whose limit binds (AT_MAX_TOKENS=100 tokens, one
 //                per AT_REFILL_SECONDS=0.01 s: 100/s, far below the offered load)
 //   local-limit  the same with `local`
+//   shares-limit the same with `local: { shares: true }`
 // The far variants use max_tokens 1e9: every request is allowed. Each variant and round has its
 // own key (its own Durable Object and bucket) and, when local, its own LocalLimits; the warm-up
 // before each measured run uses another key, so every measured bucket starts full at the first
@@ -49,7 +50,7 @@ const env = process.env;
 const { duration: DURATION, warmup: WARMUP, rounds: ROUNDS, connections: CONNECTIONS, threads: WRK_THREADS } = KNOBS;
 const AT_MAX_TOKENS = Number(env.AT_MAX_TOKENS ?? 100);
 const AT_REFILL_SECONDS = Number(env.AT_REFILL_SECONDS ?? 0.01);
-const ALL = ['none', 'headers', 'rpc-far', 'local-far', 'rpc-limit', 'local-limit'];
+const ALL = ['none', 'headers', 'rpc-far', 'local-far', 'rpc-limit', 'local-limit', 'shares-limit'];
 const VARIANTS = (env.VARIANTS ?? ALL.join(' ')).split(/\s+/).filter(Boolean);
 // The limiter rounds an interval up to a whole nanosecond (at least 1 ns).
 const INTERVAL_NS = Math.max(1, Math.ceil(Math.round(AT_REFILL_SECONDS * 1e12) / 1e3));
@@ -213,6 +214,8 @@ const ratios = {
   rpc_limit_over_bound_admitted: ratio(by['rpc-limit']?.admitted, by['rpc-limit']?.bound),
   local_limit_over_rpc_limit_rps: ratio(by['local-limit']?.rps, by['rpc-limit']?.rps),
   local_limit_over_none_rps: ratio(by['local-limit']?.rps, by.none?.rps),
+  shares_limit_rpcs_per_request: by['shares-limit'] ? Number(by['shares-limit'].rpcs_per_request.toPrecision(3)) : null,
+  shares_limit_over_bound_admitted: ratio(by['shares-limit']?.admitted, by['shares-limit']?.bound),
 };
 const check = (value, ok) => (value === null || value === undefined ? null : ok(value));
 const goals = {
@@ -220,6 +223,9 @@ const goals = {
   local_far_le_0_02_rpcs_per_request: check(ratios.local_far_rpcs_per_request, (x) => x <= 0.02),
   local_limit_admitted_0_95_to_1_0_rpc: check(ratios.local_limit_over_rpc_limit_admitted_per_bound, (x) => x >= 0.95 && x <= 1.0),
   local_limit_never_above_bound: check(by['local-limit']?.max_over_bound, (x) => x <= 0),
+  shares_limit_le_0_01_rpcs_per_request: check(ratios.shares_limit_rpcs_per_request, (x) => x <= 0.01),
+  shares_limit_ge_0_95_bound_admitted: check(ratios.shares_limit_over_bound_admitted, (x) => x >= 0.95),
+  shares_limit_never_above_bound: check(by['shares-limit']?.max_over_bound, (x) => x <= 0),
 };
 const show = (x) => (x === null || x === undefined ? 'n/a' : x);
 const met = (x) => (x === null || x === undefined ? 'n/a' : x ? 'met' : 'not met');
@@ -234,6 +240,11 @@ console.log(
     `admitted/bound local=${show(ratios.local_limit_over_bound_admitted)} rpc=${show(ratios.rpc_limit_over_bound_admitted)}; ` +
     `worst round admitted-bound local=${show(by['local-limit']?.max_over_bound)} rpc=${show(by['rpc-limit']?.max_over_bound)} ` +
     `(goal never above: ${met(goals.local_limit_never_above_bound)})`,
+);
+console.log(
+  `LOCAL shares-limit RPCs per request=${show(ratios.shares_limit_rpcs_per_request)} (goal <= 0.01: ${met(goals.shares_limit_le_0_01_rpcs_per_request)}); ` +
+    `admitted/bound=${show(ratios.shares_limit_over_bound_admitted)} (goal >= 0.95: ${met(goals.shares_limit_ge_0_95_bound_admitted)}); ` +
+    `worst round admitted-bound=${show(by['shares-limit']?.max_over_bound)} (goal never above: ${met(goals.shares_limit_never_above_bound)})`,
 );
 
 mkdirSync(OUT_DIR, { recursive: true });
