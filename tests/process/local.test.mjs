@@ -10,7 +10,9 @@
 // Objects, one set per mode, in ONE run with the requests interleaved (rpc, local, rpc, …):
 // per-request RPC (`local: false`) and local decisions (the isolate's LocalLimits, what
 // `local: true` makes), so both modes see the same offered load, connections, duration and
-// machine. Durable Object storage is on a tmpfs where there is one. Asserts: no error and only 200/429; for every bucket in
+// machine. A third set goes through `local: { shares: true }` (the isolate's LocalLimits with
+// shares) in the same run: exact like the others; its calls per request and admitted/bound are
+// printed (measured, not asserted). Durable Object storage is on a tmpfs where there is one. Asserts: no error and only 200/429; for every bucket in
 // both modes admitted <= max_tokens + floor(T / interval), T the whole run's wall time (first
 // request sent to last answer read: an over-estimate of the bucket's window); every bucket
 // denied some requests; and total admitted(local) >= 0.95 x total admitted(rpc).
@@ -31,7 +33,8 @@ const SECONDS = Number(process.env.LOCAL_LOAD_SECONDS ?? 30);
 const FAR_SECONDS = Number(process.env.LOCAL_FAR_SECONDS ?? 10);
 const EDGES = Number(process.env.LOCAL_EDGES ?? 4);
 const CONNECTIONS = 32;
-const MODES = ['rpc', 'local'];
+const MODES = ['rpc', 'local', 'shares'];
+const LOCAL_PARAM = { rpc: 0, local: 1, shares: 2 };
 const MIN_RATIO = 0.95;
 const MAX_RPC_PER_REQUEST_FAR = 0.02;
 
@@ -52,7 +55,7 @@ function bucketsOf(phase, limits, modes) {
     for (const cls of ['memory', 'durable']) {
       limits.forEach(({ max, every }, j) => {
         const id = `${phase}/${mode}/${cls}/${j}`;
-        const params = { class: cls, do: `${phase}-${mode}-${j}`, name: 'api', max, every, local: mode === 'local' ? 1 : 0 };
+        const params = { class: cls, do: `${phase}-${mode}-${j}`, name: 'api', max, every, local: LOCAL_PARAM[mode] };
         buckets.push({ id, mode, cls, max, every, path: `/mw?${query(params)}` });
       });
     }
@@ -74,12 +77,11 @@ function targetsOf(buckets, edgeBases) {
 
 /** The sum over every edge of its LocalLimits counters. */
 async function localStats(edgeBases) {
-  const sum = { calls: 0, local_answers: 0, perEdge: [] };
+  const sum = { calls: 0, local_answers: 0, shares_calls: 0, shares_local_answers: 0, perEdge: [] };
   for (const base of edgeBases) {
     const res = await get(base, '/local-stats');
     assert.equal(res.status, 200, res.text);
-    sum.calls += res.json.calls;
-    sum.local_answers += res.json.local_answers;
+    for (const name of ['calls', 'local_answers', 'shares_calls', 'shares_local_answers']) sum[name] += res.json[name];
     sum.perEdge.push(res.json);
   }
   return sum;
@@ -119,7 +121,9 @@ async function phase(server, buckets, seconds) {
   const calls = afterStats.calls - before.calls;
   const localAnswers = afterStats.local_answers - before.local_answers;
   const edgeCalls = afterStats.perEdge.map((s, i) => s.calls - before.perEdge[i].calls);
-  return { report, counts, modes, calls, localAnswers, edgeCalls };
+  const sharesCalls = afterStats.shares_calls - before.shares_calls;
+  const sharesLocalAnswers = afterStats.shares_local_answers - before.shares_local_answers;
+  return { report, counts, modes, calls, localAnswers, edgeCalls, sharesCalls, sharesLocalAnswers };
 }
 
 const bound = (b, ms) => b.max + Math.floor(ms / (b.every * 1000));
@@ -154,6 +158,13 @@ describe(`local decisions: ${EDGES} Worker isolates, ${CONNECTIONS} connections 
         `ratio=${(loc.admitted / rpc.admitted).toFixed(4)} ` +
         `rpcs/request local=${(bound1.calls / loc.requests).toFixed(4)} (calls ${bound1.calls}, local answers ${bound1.localAnswers}, per edge ${bound1.edgeCalls.join('/')}) rpc=1`,
     );
+    const sh = modes.shares;
+    const offered = boundBuckets.filter((b) => b.mode === 'shares').reduce((s, b) => s + bound1.counts.get(b.id).requests / bound(b, T), 0) / (2 * LIMITS.length);
+    console.log(
+      `local bound phase, shares: requests=${sh.requests} (${offered.toFixed(1)}x the bound per bucket on average) ` +
+        `admitted=${sh.admitted} (bound ${bounds('shares')}: ${(sh.admitted / bounds('shares')).toFixed(4)}) ` +
+        `rpcs/request=${(bound1.sharesCalls / sh.requests).toFixed(4)} (calls ${bound1.sharesCalls}, local answers ${bound1.sharesLocalAnswers})`,
+    );
     const perKey = boundBuckets.map((b) => `${b.id}=${bound1.counts.get(b.id).statuses[200] ?? 0}/${bound(b, T)}`).join(' ');
     console.log(`local bound phase admitted(got/bound): ${perKey}`);
 
@@ -181,14 +192,21 @@ describe(`local decisions: ${EDGES} Worker isolates, ${CONNECTIONS} connections 
     assert.equal(server.child.exitCode, null, server.log());
   });
 
-  it('both modes saw the same offered load, and every local-mode request was counted by a LocalLimits', () => {
-    const { rpc, local } = bound1.modes;
+  it('every mode saw the same offered load, and every local-mode request was counted by a LocalLimits', () => {
+    const { rpc, local, shares } = bound1.modes;
     assert.ok(Math.abs(rpc.requests - local.requests) <= CONNECTIONS, `rpc ${rpc.requests} vs local ${local.requests} requests`);
+    assert.ok(Math.abs(rpc.requests - shares.requests) <= CONNECTIONS, `rpc ${rpc.requests} vs shares ${shares.requests} requests`);
     assert.equal(bound1.calls + bound1.localAnswers, local.requests, 'calls + local answers = local-mode requests');
+    // (With shares, renewals in the background are calls of no request.)
+    assert.ok(bound1.sharesLocalAnswers <= shares.requests, 'shares: local answers <= requests');
+    assert.ok(
+      bound1.sharesCalls + bound1.sharesLocalAnswers >= shares.requests,
+      'shares: calls + local answers cover every shares-mode request',
+    );
     assert.ok(bound1.edgeCalls.every((n) => n > 0), `an edge made no call: ${bound1.edgeCalls.join('/')}`);
   });
 
-  it('no bucket admitted more than max_tokens + floor(T / interval), in either mode', () => {
+  it('no bucket admitted more than max_tokens + floor(T / interval), in any mode', () => {
     const T = windowOf(bound1.report);
     for (const b of boundBuckets) {
       const admitted = bound1.counts.get(b.id).statuses[200] ?? 0;

@@ -13,8 +13,10 @@
 //   /mw?class=&do=&name=&max=&every=&local=   rateLimit({ binding, policy: { name, max_tokens,
 //                                             refill_every_seconds }, key: do, local }): 200
 //                                             "allowed" / its 429 / its 503; local=1 uses this
-//                                             isolate's one LocalLimits, else per-request RPC
-//   /local-stats                              { calls, local_answers } of that LocalLimits
+//                                             isolate's one LocalLimits, local=2 its one with
+//                                             shares, else per-request RPC
+//   /local-stats                              { calls, local_answers, shares_calls,
+//                                             shares_local_answers } of those LocalLimits
 import { DurableRateLimiterServer, RateLimiterServer } from '@delightstack/rate-limiter';
 import { LocalLimits, rateLimit } from '@delightstack/rate-limiter/middleware';
 
@@ -45,8 +47,10 @@ const json = (value, status = 200) =>
   new Response(JSON.stringify(value), { status, headers: { 'content-type': 'application/json' } });
 
 // What `local: true` makes (one LocalLimits with the default options for the isolate's life),
-// held here so that /local-stats can read its counters.
+// and what `local: { shares: true }` makes, held here so that /local-stats can read their
+// counters.
 const local = new LocalLimits();
+const sharing = new LocalLimits({ shares: true });
 const limited = new Map(); // options → the wrapped handler: the middleware compiles options once
 
 function limitedHandler(params) {
@@ -57,15 +61,16 @@ function limitedHandler(params) {
   const every = numberOf(params, 'every', undefined);
   if (max !== undefined) policy.max_tokens = max;
   if (every !== undefined) policy.refill_every_seconds = every;
-  const useLocal = params.get('local') === '1';
-  const id = JSON.stringify([binding, policy, useLocal]);
+  const mode = params.get('local');
+  const useLocal = mode === '1' ? local : mode === '2' ? sharing : false;
+  const id = JSON.stringify([binding, policy, mode]);
   let handler = limited.get(id);
   if (handler === undefined) {
     handler = rateLimit({
       binding,
       policy,
       key: (request) => new URL(request.url).searchParams.get('do') ?? 'default',
-      local: useLocal ? local : false,
+      local: useLocal,
     })(() => new Response('allowed'));
     limited.set(id, handler);
   }
@@ -77,7 +82,14 @@ export default {
     const url = new URL(request.url);
     const params = url.searchParams;
     if (url.pathname === '/health') return new Response('ok');
-    if (url.pathname === '/local-stats') return json({ calls: local.calls, local_answers: local.localAnswers });
+    if (url.pathname === '/local-stats') {
+      return json({
+        calls: local.calls,
+        local_answers: local.localAnswers,
+        shares_calls: sharing.calls,
+        shares_local_answers: sharing.localAnswers,
+      });
+    }
     if (url.pathname === '/mw') {
       try {
         return await limitedHandler(params)(request, env, ctx);
