@@ -54,6 +54,8 @@ export declare class RateLimiterServer extends DurableObject {
    * decides `cost`, and when allowed may grant a lease of up to `lease.want` more tokens
    * (at most half of what the bucket has left), valid for `lease.ttl_ms`. Leased tokens
    * count as still in the bucket until settled; a lease never settled counts as fully used.
+   * With `lease.rate` (tokens per second) it grants a share instead: a part of the bucket's
+   * capacity and refill for a term (`lease.share`), renewed with `lease.renew`.
    */
   limitLeased(
     key: string,
