@@ -102,12 +102,7 @@ export class LocalLimits {
       return local;
     }
     if (entry.leasing) return this.#plainCall(entry, stubOf(stub), key, cost, policy);
-    entry.leasing = true;
-    try {
-      return await this.#call(entry, stubOf(stub), key, cost, policy);
-    } finally {
-      entry.leasing = false;
-    }
+    return leasing(entry, () => this.#call(entry, stubOf(stub), key, cost, policy));
   }
 
   /** One call for this request only: no lease settled or taken. */
@@ -235,12 +230,7 @@ export class LocalLimits {
     const busy = now - entry.previousAt <= BUSY_MS;
     entry.previousAt = now;
     if (!busy && share === null) return this.#plainCall(entry, stubOf(stub), key, cost, policy);
-    entry.leasing = true;
-    try {
-      return await this.#shareCall(entry, stubOf(stub), key, cost, policy);
-    } finally {
-      entry.leasing = false;
-    }
+    return leasing(entry, () => this.#shareCall(entry, stubOf(stub), key, cost, policy));
   }
 
   /** One call that decides `cost` and asks for a share, or renews and tops up the one held. */
@@ -284,15 +274,11 @@ export class LocalLimits {
     if (entry.leasing || entry.share === null || !entry.share.dueAt(now)) return;
     // Once the bucket has room again, the share is left to end with its term.
     if (!underPressure(entry)) return;
-    entry.leasing = true;
-    const renewal = this.#shareCall(entry, stubOf(stub), key, 0, policy).then(
+    const renewal = leasing(entry, () => this.#shareCall(entry, stubOf(stub), key, 0, policy)).then(
       () => {},
       () => {}, // a renewal that fails leaves the share to end with its term
     );
-    const done = renewal.finally(() => {
-      entry.leasing = false;
-    });
-    if (typeof waitUntil === 'function') waitUntil(done);
+    if (typeof waitUntil === 'function') waitUntil(renewal);
   }
 
   /** A decision made by the share: the bucket as last reported, plus the share's tokens. */
@@ -355,6 +341,16 @@ const PRESSURE = 0.25;
 function underPressure(entry) {
   const last = entry.last;
   return last !== null && (!last.allowed || last.remaining < last.limit * PRESSURE);
+}
+
+/** `call()` as the one call in flight that settles or takes a lease or share on `entry`. */
+async function leasing(entry, call) {
+  entry.leasing = true;
+  try {
+    return await call();
+  } finally {
+    entry.leasing = false;
+  }
 }
 
 /** The stub, made now if `stub` is a function that makes it. */

@@ -7,8 +7,9 @@ use super::error::{decimal, join, Error};
 use super::lease::{Lease, Leases, Term, FIRST_TERM_NANOS, LEASE_TTL_NANOS};
 use super::options::{Cost, Options, OptionsPatch, UNITS_PER_TOKEN};
 use super::share::{
-    allocate, billionths_of, free_parts, free_units, main_period, out_at, refill_through_leases,
-    rescale, term_units, wait_through_leases, wanted_parts, RATE_PARTS,
+    allocate, billionths_of, free_parts, free_units, main_period, main_period_beside, others,
+    out_at, refill_through_leases, rescale, term_units, wait_through_leases, wanted_parts,
+    RATE_PARTS,
 };
 use super::snapshot::{KeyedSnapshot, Snapshot, StoredSnapshot};
 use super::store::Store;
@@ -111,9 +112,15 @@ struct View {
     /// Units out on live leases (under `options`), and when the last of them expires.
     leased: u64,
     last_expiry: Option<Instant>,
-    /// The live leases, and whether any of them is a share (its waits walk their terms).
+    /// The live leases.
     live: Vec<Lease>,
-    shared: bool,
+}
+
+impl View {
+    /// Whether a live lease is a share: then waits walk the terms of every lease.
+    fn shared(&self) -> bool {
+        self.live.iter().any(Lease::is_share)
+    }
 }
 
 impl Limiter {
@@ -274,12 +281,7 @@ impl Limiter {
             if renewing {
                 share.wanted = wanted_parts(ask.rate, &options);
             }
-            let others: Vec<Lease> = view
-                .live
-                .iter()
-                .filter(|l| l.id != share.id)
-                .copied()
-                .collect();
+            let others = others(&view.live, share.id);
             if renewing && share.next.is_none() {
                 let until = share.expires_at.saturating_add(LEASE_TTL_NANOS);
                 share.next = Some(allocate(
@@ -350,10 +352,10 @@ impl Limiter {
             term.billionths = billionths_of(capacity, &options);
             moved = whole_tokens(taken, &options);
             let since = state.map_or(now, |b| b.last_refill());
-            let before = main_period(&options, out_at(&view.live, &options, now).parts);
+            let before = main_period_beside(&view.live, &options, now);
             let granted = self.leases.grant(key, term, wanted, now, FIRST_TERM_NANOS);
             view.live.push(granted);
-            let after = main_period(&options, out_at(&view.live, &options, now).parts);
+            let after = main_period_beside(&view.live, &options, now);
             state = rescale(
                 Some(Bucket::from_parts(units - taken, since)),
                 before,
@@ -362,7 +364,6 @@ impl Limiter {
             );
             view.leased = view.leased.saturating_add(capacity);
             view.last_expiry = view.last_expiry.max(Some(granted.ends_at()));
-            view.shared = true;
             lease = Some(granted);
             self.expire_leases_everywhere(now);
         } else if outcome.is_ok() && want > 0 && lasts && self.leases.has_room(key) {
@@ -435,14 +436,8 @@ impl Limiter {
         let leased = view.leased.saturating_sub(lease_units(&lease, options));
         let next = give_back(view.current, u128::from(unused), leased, options);
         // Its parts come back to the main bucket from now.
-        let before = main_period(options, out_at(&view.live, options, now).parts);
-        let rest: Vec<Lease> = view
-            .live
-            .iter()
-            .filter(|l| l.id != lease.id)
-            .copied()
-            .collect();
-        let after = main_period(options, out_at(&rest, options, now).parts);
+        let before = main_period_beside(&view.live, options, now);
+        let after = main_period_beside(&others(&view.live, lease.id), options, now);
         let next = rescale(next, before, after, now);
         self.commit(key, view.at, next, view.policy, now);
         true
@@ -675,7 +670,6 @@ impl Limiter {
         }
         let out = out_at(&live, &options, now);
         let leased = out.units;
-        let shared = live.iter().any(Lease::is_share);
         let period = main_period(&options, out.parts);
         let mut current = refill_every(current, leased, period, &options, now);
         if leased > 0 && current.is_none() {
@@ -692,7 +686,6 @@ impl Limiter {
             leased,
             last_expiry: live.iter().map(Lease::ends_at).max(),
             live,
-            shared,
         }
     }
 
@@ -766,7 +759,7 @@ impl Limiter {
         let options = &view.options;
         let wait = if allowed {
             Some(0)
-        } else if view.shared {
+        } else if view.shared() {
             let needed = cost.units(options);
             needed
                 .and_then(|needed| wait_through_leases(state, needed, &view.live, options, now))
@@ -802,17 +795,15 @@ fn status_of(state: Option<Bucket>, view: &View, now: Instant) -> Status {
     let options = &view.options;
     let mut status = bucket::status(state, options, now);
     let units = state.map_or(options.capacity_units(), |b| b.units());
-    if view.shared {
+    if view.shared() {
         if let Some(bucket) = state {
             let next = bucket
                 .units()
                 .saturating_add(1)
                 .min(options.capacity_units());
+            // (`next` is within capacity, so some wait always helps.)
             let wait = wait_through_leases(state, next, &view.live, options, now);
-            let ends = view.last_expiry.map_or(0, |e| e.as_nanos());
-            let fallback = u128::from(ends.saturating_sub(now.as_nanos()))
-                .saturating_add(options.interval_nanos());
-            status.reset_in_ms = ceil_millis(wait.unwrap_or(fallback));
+            status.reset_in_ms = ceil_millis(wait.unwrap_or_default());
         }
         return status;
     }

@@ -52,8 +52,22 @@ fn add(out: Out, term: Term, options: &Options) -> Out {
 
 /// The period of the main bucket while `parts` of its refill are out: `None` when all are.
 pub fn main_period(options: &Options, parts: u32) -> Option<u128> {
+    if parts == 0 {
+        // The common case, without leases: no 128-bit division on every call.
+        return Some(options.interval_nanos());
+    }
     let left = RATE_PARTS.checked_sub(parts).filter(|&left| left > 0)?;
     Some(period_of(options, left))
+}
+
+/// The period of the main bucket at `at` beside `leases`.
+pub fn main_period_beside(leases: &[Lease], options: &Options, at: Instant) -> Option<u128> {
+    main_period(options, out_at(leases, options, at).parts)
+}
+
+/// `leases` but the one with `id`.
+pub fn others(leases: &[Lease], id: u64) -> Vec<Lease> {
+    leases.iter().filter(|l| l.id != id).copied().collect()
 }
 
 /// The period of a share's sub-bucket: one token every so many nanoseconds, `None` without
