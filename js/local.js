@@ -15,6 +15,10 @@ const MAX_ENTRIES = 10_000;
 // rates every request makes its own call, exactly as without local decisions.
 const BUSY_MS = 1_000;
 
+// The longest a denial is held locally (Entry.hold): how stale this isolate's view of a bucket
+// it keeps losing can get.
+const MAX_HOLD_MS = 10_000;
+
 /** One bucket as this isolate sees it. */
 class Entry {
   /** The lease being spent: `{ id, billionths, used, deadline }` (used in billionths). */
@@ -24,6 +28,11 @@ class Entry {
   /** Until when (isolate clock, ms) requests are denied locally, and the denial. */
   deniedUntil = 0;
   denial = null;
+  /**
+   * How long (ms) a denial of this isolate's own lease call is held: its retry time at first,
+   * twice the last hold each time the call after a hold is denied again, half on each allowed.
+   */
+  hold = 0;
   /** The last decision the bucket made, for the fields of local answers, and when it came. */
   last = null;
   lastAt = 0;
@@ -101,24 +110,38 @@ export class LocalLimits {
       this.localAnswers += 1;
       return local;
     }
-    if (entry.leasing) return this.#plainCall(entry, stubOf(stub), key, cost, policy);
+    if (entry.leasing) {
+      const denied = this.#deniedInFlight(entry, cost);
+      if (denied !== null) return denied;
+      return this.#plainCall(entry, stubOf(stub), key, cost, policy);
+    }
     return leasing(entry, () => this.#call(entry, stubOf(stub), key, cost, policy));
+  }
+
+  /**
+   * While this isolate's call is in flight after the object denied it: the request is denied
+   * here too (that call is already asking again), with the denial's retry time from when it
+   * came; null when the last answer was not such a denial.
+   */
+  #deniedInFlight(entry, cost) {
+    const last = entry.last;
+    if (cost === 0 || last === null || last.allowed || !(last.retry_after_ms > 0)) return null;
+    this.localAnswers += 1;
+    const retry = Math.max(1, Math.ceil(entry.lastAt + last.retry_after_ms - this.#clock()));
+    return { ...last, retry_after_ms: retry };
   }
 
   /** One call for this request only: no lease settled or taken. */
   async #plainCall(entry, stub, key, cost, policy) {
     this.calls += 1;
-    const decision = await stub.limit(key, cost, policy);
-    this.#remember(entry, decision, this.#clock());
-    return decision;
+    return this.#remember(entry, await stub.limit(key, cost, policy), this.#clock());
   }
 
   #localAnswer(entry, cost) {
     const now = this.#clock();
     // (A cost of 0 always passes at the object: never denied here.)
     if (now < entry.deniedUntil && cost > 0) {
-      const retry = Math.ceil(entry.deniedUntil - now);
-      return { ...entry.denial, retry_after_ms: Math.min(entry.denial.retry_after_ms, retry) };
+      return { ...entry.denial, retry_after_ms: Math.ceil(entry.deniedUntil - now) };
     }
     const lease = entry.lease;
     const units = Math.ceil(cost * BILLION);
@@ -161,8 +184,8 @@ export class LocalLimits {
       if (error?.name === 'TypeError' || error?.name === 'RangeError') entry.lease = lease;
       throw error;
     }
-    const { lease: granted, ...decision } = answer;
-    this.#remember(entry, decision, this.#clock());
+    const { lease: granted, ...answered } = answer;
+    const decision = this.#remember(entry, answered, this.#clock(), true);
     if (granted !== null && granted.tokens > 0) {
       entry.lease = {
         id: granted.id,
@@ -199,8 +222,7 @@ export class LocalLimits {
     }
     if (now < entry.deniedUntil && cost > 0) {
       this.localAnswers += 1;
-      const retry = Math.ceil(entry.deniedUntil - now);
-      return { ...entry.denial, retry_after_ms: Math.min(entry.denial.retry_after_ms, retry) };
+      return { ...entry.denial, retry_after_ms: Math.ceil(entry.deniedUntil - now) };
     }
     // The share is empty: denied here if the object had no room either when it last answered;
     // else the object is asked (a top-up), as the bucket alone would have admitted it.
@@ -219,11 +241,8 @@ export class LocalLimits {
         this.localAnswers += 1;
         return this.#shareAnswer(entry, false, cost, now);
       }
-      if (entry.last !== null && !entry.last.allowed && cost > 0) {
-        this.localAnswers += 1;
-        const retry = Math.max(1, Math.ceil(entry.lastAt + (entry.last.retry_after_ms ?? 1_000) - now));
-        return { ...entry.last, retry_after_ms: entry.last.retry_after_ms === null ? null : retry };
-      }
+      const denied = this.#deniedInFlight(entry, cost);
+      if (denied !== null) return denied;
       return this.#plainCall(entry, stubOf(stub), key, cost, policy);
     }
     // Asks for a share only once requests keep coming; the first one makes a plain call.
@@ -259,11 +278,16 @@ export class LocalLimits {
     this.calls += 1;
     const answer = await stub.limitLeased(key, cost, policy, request);
     const received = this.#clock();
-    const { lease: granted, ...decision } = answer;
-    this.#remember(entry, decision, received);
+    const { lease: granted, ...answered } = answer;
+    const decision = this.#remember(entry, answered, received, true);
     if (granted?.share !== undefined) {
-      if (share === null) entry.share = new HeldShare(granted, sent, received, this.#marginMs);
-      else if (entry.share === share && share.id === granted.id) share.renewed(granted, sent, received);
+      // A share without a whole token (the others hold the capacity) would only deny until its
+      // term ends: not kept; this isolate asks again as a denial's hold allows.
+      if (share === null) {
+        if (granted.share.capacity >= 1) entry.share = new HeldShare(granted, sent, received, this.#marginMs);
+      } else if (entry.share === share && share.id === granted.id) {
+        share.renewed(granted, sent, received);
+      }
     }
     const held = entry.share?.advance(received) ? entry.share.tokens : 0;
     return { ...decision, remaining: decision.remaining + held };
@@ -296,16 +320,27 @@ export class LocalLimits {
     };
   }
 
-  /** The decision's fields for local answers, and a denial to repeat until its retry time. */
-  #remember(entry, decision, now) {
+  /**
+   * The decision's fields for local answers, and a denial to repeat until its retry time, or
+   * longer when it answered this isolate's `own` lease call (see Entry.hold): when many
+   * isolates wait for the same tokens, each asks again only as often as it wins one, so the
+   * calls the object gets follow its refill, not the request rate. Returns the decision as
+   * this isolate answers it: a denial's retry time is when this isolate asks again.
+   */
+  #remember(entry, decision, now, own = false) {
     entry.last = decision;
     entry.lastAt = now;
     if (!decision.allowed && decision.retry_after_ms !== null && decision.retry_after_ms > 0) {
+      const retry = decision.retry_after_ms;
+      let hold = retry;
+      if (own) hold = entry.hold = Math.min(MAX_HOLD_MS, Math.max(retry, 2 * entry.hold));
       // From now, not from when the object decided: locally it can only be stricter.
-      entry.deniedUntil = now + decision.retry_after_ms;
+      entry.deniedUntil = Math.max(entry.deniedUntil, now + hold);
       entry.denial = decision;
-      entry.want = 0;
+      return { ...decision, retry_after_ms: Math.max(retry, Math.ceil(entry.deniedUntil - now)) };
     }
+    if (decision.allowed && own) entry.hold = entry.hold < 1 ? 0 : entry.hold / 2;
+    return decision;
   }
 
   /** The entry of bucket `key` under `policy` of the object `scope` of namespace `owner`. */

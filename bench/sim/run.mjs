@@ -9,7 +9,7 @@
 //   node bench/sim/run.mjs --selftest            only the checker and event-loop self-test
 //   node bench/sim/run.mjs --plan                the cells, their durations and an estimate, no run
 //
-// Exits 1 when any window admitted more than its bound, a decision came late, or the
+// Exits 1 when any window admitted more than its bound, a decision came late or threw, or the
 // self-test failed.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -272,7 +272,8 @@ async function main() {
       result.wallSeconds = (performance.now() - t0) / 1000;
       result.targetSeconds = cell.target;
       checked += 1;
-      if (!result.boundOk || result.lateDecisions > 0) failed += 1;
+      if (!result.boundOk || result.lateDecisions > 0 || result.failed > 0) failed += 1;
+      if (result.failed > 0) console.log(`sim: ${result.mode} threw on ${result.failed} request(s): ${result.firstError}`);
       results.push(result);
       console.log(line(row(full, result)));
     }
@@ -310,7 +311,7 @@ async function main() {
     ),
   );
   console.log(`wrote ${relative(process.cwd(), options.json)} (${fmt(wall, 3)} s wall)`);
-  if (failed > 0) console.log(`sim: ${failed} cell(s) FAILED: a window above its bound, or a late decision`);
+  if (failed > 0) console.log(`sim: ${failed} cell(s) FAILED: a window above its bound, a late decision, or a decision that threw`);
   console.log(`sim: ${checked} cells checked`);
   if (failed > 0) process.exit(1);
 }

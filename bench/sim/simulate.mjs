@@ -151,6 +151,8 @@ export async function simulateCell(cell, lib, modes = MODES) {
   const requests = new Requests(Math.ceil(requestsPerSecond * seconds * 1.1));
   const counts = { objectCalls: 0, droppedAnswers: 0, evictions: 0, backgroundErrors: 0, isolates: 0 };
   let onlineViolationAtNs = null;
+  // The first error a decision threw: a bug of the mode (the cell fails).
+  let firstError = null;
   // The request whose decide() is running its synchronous part: the calls it makes are its own.
   let attributedRequest = -1;
 
@@ -262,7 +264,8 @@ export async function simulateCell(cell, lib, modes = MODES) {
     }
   }
 
-  function failed(index) {
+  function failed(index, error) {
+    firstError ??= `${error?.name}: ${error?.message}`;
     requests.decided[index] = now;
     requests.outcome[index] = FAILED;
   }
@@ -281,7 +284,7 @@ export async function simulateCell(cell, lib, modes = MODES) {
     }
     Promise.resolve(promise).then(
       (decision) => decided(index, decision),
-      () => failed(index),
+      (error) => failed(index, error),
     );
     const next = now + Math.round(exponential(arrivalRandom, meanGapNs));
     if (next < endNs) at(next, arrive, true);
@@ -389,6 +392,7 @@ export async function simulateCell(cell, lib, modes = MODES) {
     admitted,
     denied,
     failed: failures,
+    firstError,
     undecided,
     tokensTaken: tokens.length,
     exactAdmitted,

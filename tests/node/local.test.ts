@@ -166,6 +166,53 @@ describe('LocalLimits', () => {
     expect(after.allowed).toBe(true);
   });
 
+  it('a bucket this isolate keeps losing: each denial of its own call is held twice as long, up to 10 s; an allowed call halves the hold', async () => {
+    const server = newServer();
+    // One token a second; another isolate (direct calls) takes each token as it comes.
+    const policy = { max_tokens: 1, refill_every_seconds: 1 };
+    const { ask, local } = isolate(server);
+    at(0);
+    expect((await ask(1, policy)).allowed).toBe(true);
+    let t = 0;
+    const holds: number[] = [];
+    for (let round = 0; round < 6; round++) {
+      const denied = await ask(1, policy);
+      expect(denied.allowed).toBe(false);
+      const hold = denied.retry_after_ms!;
+      holds.push(hold);
+      const calls = local.calls;
+      // Held: answered here until the hold has passed, with the time left of it.
+      at(t + hold - 1);
+      expect(await ask(1, policy)).toMatchObject({ allowed: false, retry_after_ms: 1 });
+      expect(local.calls).toBe(calls);
+      t += hold;
+      at(t);
+      expect(server.limit('k', 1, policy).allowed).toBe(true); // the other isolate wins
+    }
+    expect(holds).toEqual([1_000, 2_000, 4_000, 8_000, 10_000, 10_000]);
+    // Each token this isolate wins halves its hold (to 5 s, then 2.5 s): the next denial is
+    // held twice that.
+    for (const second of [1, 2]) {
+      at(t + second * 1_000);
+      expect((await ask(1, policy)).allowed).toBe(true);
+    }
+    expect((await ask(1, policy)).retry_after_ms).toBe(5_000);
+  });
+
+  it('after a denial, requests while its call is in flight are denied here, not called', async () => {
+    const server = newServer();
+    const policy = { max_tokens: 2, refill_every_seconds: 60 };
+    const { ask, local, stats } = isolate(server, {}, 5);
+    expect((await ask(2, policy)).allowed).toBe(true);
+    expect((await ask(1, policy)).allowed).toBe(false);
+    at(60_000); // the hold has passed: the next request calls, the others wait for nothing
+    const answers = await Promise.all(Array.from({ length: 20 }, () => ask(1, policy)));
+    expect(answers.filter((d) => d.allowed)).toHaveLength(1);
+    expect(local.calls).toBe(3);
+    expect(stats.maxInFlight.limit).toBe(0);
+    expect(answers.slice(1).every((d) => d.retry_after_ms! >= 1)).toBe(true);
+  });
+
   it('a cost above the capacity (retry_after_ms null) is not cached: each request asks', async () => {
     const server = newServer();
     const { ask, local } = isolate(server);
