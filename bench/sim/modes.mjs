@@ -24,10 +24,10 @@ export const MODES = {
   /** Today's LocalLimits, called as the middleware's `local` mode calls it. */
   leases: {
     describe: 'LocalLimits (leases and the denial cache), as the middleware local mode',
-    build: ({ stub, clock, key, scope, policy, lib }) => {
+    build: ({ stub, clock, waitUntil, key, scope, policy, lib }) => {
       const local = new lib.LocalLimits({ clock });
       const namespace = {}; // the isolate's binding object: LocalLimits keys its entries by it
-      return () => local.limit(namespace, scope, stub, key, 1, policy);
+      return () => local.limit(namespace, scope, stub, key, 1, policy, waitUntil);
     },
   },
 
