@@ -4,13 +4,10 @@ use super::bucket::{
     self, convert, full_at, refill, refill_every, take, wait_for, wait_for_full, Bucket, Status,
 };
 use super::error::{decimal, join, Error};
-use super::lease::{Lease, Leases, Term, FIRST_TERM_NANOS, LEASE_TTL_NANOS};
+use super::lease::{Lease, Leases};
+use super::leasing::leased_wait;
 use super::options::{Cost, Options, OptionsPatch, UNITS_PER_TOKEN};
-use super::share::{
-    allocate, billionths_of, free_parts, free_units, main_period, main_period_beside, others,
-    out_at, refill_through_leases, rescale, term_units, wait_through_leases, wanted_parts,
-    RATE_PARTS,
-};
+use super::share::{main_period, out_at, refill_through_leases, wait_through_leases};
 use super::snapshot::{KeyedSnapshot, Snapshot, StoredSnapshot};
 use super::store::Store;
 use super::time::{ceil_millis, Instant};
@@ -20,7 +17,7 @@ use super::time::{ceil_millis, Instant};
 pub struct Limiter {
     options: Options,
     store: Store,
-    leases: Leases,
+    pub(super) leases: Leases,
     /// Keys with leases after the last pass that dropped expired ones everywhere.
     leased_keys_at_last_pass: usize,
 }
@@ -99,21 +96,21 @@ pub struct AllDecision {
 }
 
 /// A key's bucket as it stands at `now` under the options a call uses.
-struct View {
+pub(super) struct View {
     /// Where the key's bucket is stored, if it still is after refilling.
-    at: Option<usize>,
-    current: Option<Bucket>,
-    options: Options,
+    pub(super) at: Option<usize>,
+    pub(super) current: Option<Bucket>,
+    pub(super) options: Options,
     /// The policy the key keeps after the call.
-    policy: Option<Options>,
+    pub(super) policy: Option<Options>,
     /// The call brought no policy but the key had one: once its bucket is full again, the
     /// key is forgotten and the same call meets the instance options.
-    remembered: bool,
+    pub(super) remembered: bool,
     /// Units out on live leases (under `options`), and when the last of them expires.
-    leased: u64,
-    last_expiry: Option<Instant>,
+    pub(super) leased: u64,
+    pub(super) last_expiry: Option<Instant>,
     /// The live leases.
-    live: Vec<Lease>,
+    pub(super) live: Vec<Lease>,
 }
 
 impl View {
@@ -262,139 +259,10 @@ impl Limiter {
         }
         let mut view = self.view(key, policy, now);
         let outcome = take(view.current, cost, &view.options, now);
-        let mut state = outcome.unwrap_or(view.current);
+        let state = outcome.unwrap_or(view.current);
         let options = view.options;
-        let (mut lease, mut moved) = (None, 0);
-        // (At the end of time a lease would expire as it is granted: none then.)
-        let lasts = now.saturating_add(LEASE_TTL_NANOS) > now;
-        let left = |state: Option<Bucket>| state.map_or(options.capacity_units(), |b| b.units());
-        let want = ask.want.units(&options).unwrap_or(options.capacity_units());
-        let renewed = ask
-            .renew
-            .and_then(|id| view.live.iter().find(|l| l.id == id && l.is_share()))
-            .copied();
-        if let (Some(share), true) = (renewed, lasts) {
-            let mut share = share.advanced(now);
-            // A renewal reports the holder's demand and gets the next term; a top-up alone
-            // (no rate) leaves both as they are.
-            let renewing = ask.rate > 0.0;
-            if renewing {
-                share.wanted = wanted_parts(ask.rate, &options);
-            }
-            let others = others(&view.live, share.id);
-            if renewing && share.next.is_none() {
-                let until = share.expires_at.saturating_add(LEASE_TTL_NANOS);
-                share.next = Some(allocate(
-                    &others,
-                    share.wanted,
-                    &options,
-                    share.expires_at,
-                    until,
-                ));
-            }
-            // (A key with leases out always has a bucket: full is its room beside them.)
-            let room = options.capacity_units().saturating_sub(view.leased);
-            let units = state.map_or(room, |b| b.units());
-            let since = state.map_or(now, |b| b.last_refill());
-            let mut state_now = Some(Bucket::from_parts(units, since));
-            if outcome.is_ok() && want > 0 {
-                // A top-up raises the share's capacity for its current term by the tokens it
-                // moves, and its refill by half the parts the main bucket has, as far as the
-                // others leave them free until then (their later terms count).
-                let held = term_units(share.billionths, &options);
-                let free =
-                    free_units(&others, &options, now, share.expires_at).saturating_sub(held);
-                moved = whole_tokens(want.min(units / 2).min(free), &options);
-                share.billionths = share
-                    .billionths
-                    .saturating_add(billionths_of(moved, &options));
-                let main_parts = RATE_PARTS.saturating_sub(out_at(&view.live, &options, now).parts);
-                let free_parts = free_parts(&others, &options, now, share.expires_at)
-                    .saturating_sub(share.parts);
-                let extra = main_parts.min(free_parts) / 2;
-                if extra > 0 {
-                    let before = main_period(&options, RATE_PARTS - main_parts);
-                    let after = main_period(&options, RATE_PARTS - main_parts + extra);
-                    state_now = rescale(state_now, before, after, now);
-                    share.parts += extra;
-                }
-            }
-            let since = state_now.map_or(now, |b| b.last_refill());
-            state = Some(Bucket::from_parts(units - moved, since));
-            self.leases.replace(key, share);
-            if let Some(slot) = view.live.iter_mut().find(|l| l.id == share.id) {
-                *slot = share;
-            }
-            view.leased = view.leased.saturating_add(moved);
-            view.last_expiry = view.last_expiry.max(Some(share.ends_at()));
-            lease = Some(share);
-        } else if ask.rate > 0.0 && ask.renew.is_none() && lasts && self.leases.has_room(key) {
-            let wanted = wanted_parts(ask.rate, &options);
-            let until = now.saturating_add(FIRST_TERM_NANOS);
-            let mut term = allocate(&view.live, wanted, &options, now, until);
-            // The share's capacity leaves the main bucket's: what no longer fits there moves
-            // into the share. A top-up (when the call was allowed) may raise its capacity, as
-            // far as the others leave it free. The share gets whole tokens (its holder's bucket
-            // holds whole tokens only, or its level could pass its capacity).
-            let units = left(state);
-            let allocated = term_units(term.billionths, &options);
-            let room = options
-                .capacity_units()
-                .saturating_sub(view.leased.saturating_add(allocated));
-            let free = free_units(&view.live, &options, now, until);
-            let top_up = if outcome.is_ok() {
-                whole_tokens(want.min(units / 2).min(free), &options)
-            } else {
-                0
-            };
-            let taken = units.saturating_sub(room).max(top_up);
-            let capacity = allocated.max(top_up);
-            term.billionths = billionths_of(capacity, &options);
-            moved = whole_tokens(taken, &options);
-            let since = state.map_or(now, |b| b.last_refill());
-            let before = main_period_beside(&view.live, &options, now);
-            let granted = self.leases.grant(key, term, wanted, now, FIRST_TERM_NANOS);
-            view.live.push(granted);
-            let after = main_period_beside(&view.live, &options, now);
-            state = rescale(
-                Some(Bucket::from_parts(units - taken, since)),
-                before,
-                after,
-                now,
-            );
-            view.leased = view.leased.saturating_add(capacity);
-            view.last_expiry = view.last_expiry.max(Some(granted.ends_at()));
-            lease = Some(granted);
-            self.expire_leases_everywhere(now);
-        } else if outcome.is_ok() && want > 0 && lasts && self.leases.has_room(key) {
-            let units = left(state);
-            // Held until it expires: as much as is free until then, whatever terms of shares
-            // begin meanwhile.
-            let free = free_units(
-                &view.live,
-                &options,
-                now,
-                now.saturating_add(LEASE_TTL_NANOS),
-            );
-            let granted = want.min(units / 2).min(free);
-            if granted > 0 {
-                let since = state.map_or(now, |b| b.last_refill());
-                state = Some(Bucket::from_parts(units - granted, since));
-                let term = Term {
-                    billionths: granted.saturating_mul(UNITS_PER_TOKEN / options.unit()),
-                    parts: 0,
-                };
-                let granted_lease = self.leases.grant(key, term, 0, now, LEASE_TTL_NANOS);
-                view.leased = view
-                    .leased
-                    .saturating_add(lease_units(&granted_lease, &options));
-                view.last_expiry = view.last_expiry.max(Some(granted_lease.expires_at));
-                view.live.push(granted_lease);
-                moved = granted;
-                lease = Some(granted_lease);
-                self.expire_leases_everywhere(now);
-            }
-        }
+        let granted = self.grant(key, &mut view, ask, outcome.is_ok(), state, now);
+        let (state, lease, moved) = (granted.state, granted.lease, granted.moved);
         // A denied call without a policy changes nothing, like a denied `consume`; one that
         // granted or renewed a share records it.
         if outcome.is_ok() || given || lease.is_some() {
@@ -409,38 +277,6 @@ impl Limiter {
             moved,
             options,
         })
-    }
-
-    /// Ends the lease `settlement.id` of `key`: the unused part goes back into the bucket.
-    /// Returns false for a lease that is unknown or has expired (it counted as fully used).
-    /// `used` above the lease counts as the whole lease.
-    pub fn settle(&mut self, key: &[u8], settlement: Settlement, now: Instant) -> bool {
-        let view = self.view(key, None, now);
-        if !view.live.iter().any(|l| l.id == settlement.id) {
-            return false;
-        }
-        let Some(lease) = self.leases.take(key, settlement.id) else {
-            return false;
-        };
-        let lease = lease.advanced(now);
-        let options = &view.options;
-        let unused = match (lease.is_share(), settlement.left) {
-            (false, _) => lease
-                .billionths
-                .saturating_sub(u64::try_from(settlement.used.billionths()).unwrap_or(u64::MAX)),
-            (true, Some(left)) => u64::try_from(left.billionths())
-                .unwrap_or(u64::MAX)
-                .min(lease.billionths),
-            (true, None) => 0,
-        };
-        let leased = view.leased.saturating_sub(lease_units(&lease, options));
-        let next = give_back(view.current, u128::from(unused), leased, options);
-        // Its parts come back to the main bucket from now.
-        let before = main_period_beside(&view.live, options, now);
-        let after = main_period_beside(&others(&view.live, lease.id), options, now);
-        let next = rescale(next, before, after, now);
-        self.commit(key, view.at, next, view.policy, now);
-        true
     }
 
     /// Gives `tokens` back to the bucket of `key` (a request that should not count), up to
@@ -610,7 +446,7 @@ impl Limiter {
     /// bucket that became full, together with its policy),
     /// then sees it under `policy` if the call gives one: tokens clamp to the new capacity
     /// and progress since the last refill counts in the new interval.
-    fn view(&mut self, key: &[u8], policy: Option<Options>, now: Instant) -> View {
+    pub(super) fn view(&mut self, key: &[u8], policy: Option<Options>, now: Instant) -> View {
         let mut remembered = None;
         let mut current = None;
         let mut stored_at = None;
@@ -691,7 +527,7 @@ impl Limiter {
 
     /// Stores the state a call left at the key's position `at` (as its view found it): a full
     /// bucket is not stored at all (nor its policy).
-    fn commit(
+    pub(super) fn commit(
         &mut self,
         key: &[u8],
         at: Option<usize>,
@@ -734,7 +570,7 @@ impl Limiter {
 
     /// When the keys with leases have doubled since the last pass, ends every expired lease
     /// (amortised O(1) per lease), so leases of keys nobody calls again do not pile up.
-    fn expire_leases_everywhere(&mut self, now: Instant) {
+    pub(super) fn expire_leases_everywhere(&mut self, now: Instant) {
         if self.leases.len() < 2 * self.leased_keys_at_last_pass.max(16) {
             return;
         }
@@ -819,7 +655,7 @@ fn status_of(state: Option<Bucket>, view: &View, now: Instant) -> Status {
 /// `bucket` given `billionths` back (a settled lease's unused part, a refund): whole units
 /// only, so it never gains more than was given, and up to its room beside `leased` units;
 /// full (`None`) when that fills it and no lease is out.
-fn give_back(
+pub(super) fn give_back(
     bucket: Option<Bucket>,
     billionths: u128,
     leased: u64,
@@ -832,41 +668,6 @@ fn give_back(
     let units = bucket.units().saturating_add(back).min(room);
     (leased > 0 || units < options.capacity_units())
         .then(|| Bucket::from_parts(units, bucket.last_refill()))
-}
-
-/// A lease's tokens in the units of `options`, rounded up.
-fn lease_units(lease: &Lease, options: &Options) -> u64 {
-    lease.billionths.div_ceil(UNITS_PER_TOKEN / options.unit())
-}
-
-/// Nanoseconds until the bucket holds `cost` while leases are out, assuming the worst: every
-/// lease is spent in full and ends only at its expiry. Never early; `None` when no wait can
-/// help.
-fn leased_wait(state: Option<Bucket>, cost: Cost, view: &View, now: Instant) -> Option<u128> {
-    let options = &view.options;
-    let needed = cost.units(options)?;
-    let units = state.map_or(options.capacity_units(), |b| b.units());
-    if units >= needed {
-        return Some(0);
-    }
-    let room = options.capacity_units().saturating_sub(view.leased);
-    if needed <= room {
-        // Refill reaches it before it stops for the leased tokens.
-        return wait_for(state, cost, options, now);
-    }
-    let ends = view
-        .last_expiry
-        .map_or(0, |e| e.as_nanos())
-        .max(now.as_nanos());
-    let refills = u128::from((needed - units).div_ceil(options.unit()));
-    let wait = u128::from(ends - now.as_nanos())
-        .saturating_add(refills.saturating_mul(options.interval_nanos()));
-    Some(wait)
-}
-
-/// `units` of `options` rounded down to whole tokens.
-fn whole_tokens(units: u64, options: &Options) -> u64 {
-    units / options.unit() * options.unit()
 }
 
 /// `nanos` rounded up to whole milliseconds, still in nanoseconds.

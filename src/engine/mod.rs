@@ -4,6 +4,7 @@
 mod bucket;
 mod error;
 mod lease;
+mod leasing;
 mod limiter;
 mod options;
 mod share;
