@@ -108,12 +108,16 @@ pub fn allocate(
 ) -> Term {
     let taken = most_held(others, options, from, until);
     let free_parts = RATE_PARTS.saturating_sub(taken.parts);
-    let all_wanted = others
-        .iter()
-        .filter(|l| l.ends_at() > from)
-        .fold(u64::from(wanted), |sum, l| {
-            sum.saturating_add(l.wanted.into())
-        });
+    // A plain lease is another holder that may ask for a share next: it counts as wanting as
+    // much as this one, so the first share does not take the whole refill.
+    let all_wanted =
+        others
+            .iter()
+            .filter(|l| l.ends_at() > from)
+            .fold(u64::from(wanted), |sum, l| {
+                let theirs = if l.is_share() { l.wanted } else { wanted };
+                sum.saturating_add(theirs.into())
+            });
     let fair = u64::from(RATE_PARTS) * u64::from(wanted) / all_wanted.max(1);
     let parts = fair.min(wanted.into()).min(free_parts.into()) as u32;
     let unit = options.unit();
