@@ -10,6 +10,7 @@
 use proptest::prelude::*;
 use rate_limiter::engine::{
     share_period, Cost, Instant, LeaseAsk, LeaseDecision, Limiter, OptionsPatch, Settlement,
+    SHARE_TERM_NANOS,
 };
 
 const NANOS_PER_MS: i64 = 1_000_000;
@@ -167,7 +168,7 @@ impl Share {
     }
 }
 
-const TTL_NS: i64 = 10_000 * NANOS_PER_MS;
+const TTL_NS: i64 = SHARE_TERM_NANOS as i64;
 
 /// An answer on its way to a holder.
 #[derive(Debug)]

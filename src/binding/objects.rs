@@ -7,7 +7,7 @@ use wasm_bindgen::prelude::*;
 
 use crate::engine::{
     share_period, AllDecision, Decision, Instant, Lease, LeaseDecision, Options, Status,
-    StoredSnapshot, LEASE_TTL_NANOS, MAX_SAFE_INTEGER,
+    StoredSnapshot, LEASE_TTL_NANOS, MAX_SAFE_INTEGER, SHARE_TERM_NANOS,
 };
 
 #[wasm_bindgen(inline_js = "
@@ -135,7 +135,7 @@ pub(crate) fn lease_decision_object(decision: &LeaseDecision, now: Instant) -> O
         lease.id as f64,
         tokens,
         ttl_ms,
-        (LEASE_TTL_NANOS / 1_000_000) as f64,
+        (SHARE_TERM_NANOS / 1_000_000) as f64,
         lease.billionths as f64 / 1e9,
         period(lease.parts),
         next,

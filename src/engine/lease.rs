@@ -11,9 +11,12 @@ use hashbrown::HashTable;
 
 use super::time::Instant;
 
-/// How long a lease is valid, from the call that granted it; a share's later terms last
-/// as long.
+/// How long a plain lease is valid, from the call that granted it.
 pub const LEASE_TTL_NANOS: u64 = 10_000_000_000;
+
+/// How long a share's later terms last: short enough that the share of an isolate that
+/// vanished idles briefly, long enough that renewals stay a few calls per isolate a minute.
+pub const SHARE_TERM_NANOS: u64 = 5_000_000_000;
 
 /// A share's first term: short, so that its second term, decided on the demand its holder saw
 /// meanwhile, comes soon.
@@ -33,7 +36,7 @@ pub struct Lease {
     pub parts: u32,
     /// The end of the current term.
     pub expires_at: Instant,
-    /// The term that follows the current one, for another [`LEASE_TTL_NANOS`].
+    /// The term that follows the current one, for another [`SHARE_TERM_NANOS`].
     pub next: Option<Term>,
     /// The parts the holder asked for at its last grant or renewal (0: a plain lease).
     pub wanted: u32,
@@ -67,7 +70,7 @@ impl Lease {
     /// When its last term ends: from then on it counts as fully used.
     pub fn ends_at(&self) -> Instant {
         match self.next {
-            Some(_) => self.expires_at.saturating_add(LEASE_TTL_NANOS),
+            Some(_) => self.expires_at.saturating_add(SHARE_TERM_NANOS),
             None => self.expires_at,
         }
     }

@@ -4,7 +4,7 @@
 //! shares, refill) out of the main bucket without creating any (docs/SPEC.md, 10 and 11.3).
 
 use super::bucket::{wait_for, Bucket};
-use super::lease::{Lease, Term, FIRST_TERM_NANOS, LEASE_TTL_NANOS};
+use super::lease::{Lease, Term, FIRST_TERM_NANOS, LEASE_TTL_NANOS, SHARE_TERM_NANOS};
 use super::limiter::{give_back, LeaseAsk, Limiter, Settlement, View};
 use super::options::{Cost, Options, UNITS_PER_TOKEN};
 use super::share::{
@@ -94,7 +94,7 @@ impl Limiter {
         }
         let others = others(&view.live, share.id);
         if renewing && share.next.is_none() {
-            let until = share.expires_at.saturating_add(LEASE_TTL_NANOS);
+            let until = share.expires_at.saturating_add(SHARE_TERM_NANOS);
             share.next = Some(allocate(
                 &others,
                 share.wanted,

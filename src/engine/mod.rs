@@ -14,7 +14,7 @@ mod time;
 
 pub use bucket::Status;
 pub use error::{decimal, join, Error, JsNumber, Spelling};
-pub use lease::{Lease, Term, LEASE_TTL_NANOS, MAX_LEASES_PER_KEY};
+pub use lease::{Lease, Term, LEASE_TTL_NANOS, MAX_LEASES_PER_KEY, SHARE_TERM_NANOS};
 pub use limiter::{AllDecision, Decision, LeaseAsk, LeaseDecision, Limiter, Request, Settlement};
 pub use options::{
     Cost, Options, OptionsPatch, DEFAULT_MAX_TOKENS, DEFAULT_REFILL_EVERY_SECONDS,

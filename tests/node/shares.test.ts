@@ -24,7 +24,7 @@ describe('limitLeased with a rate: shares', () => {
       id: expect.any(Number),
       tokens: 9,
       ttl_ms: 2_000,
-      share: { capacity: 10, refill_every_ns: 100_000_000, term_ms: 10_000, next: null },
+      share: { capacity: 10, refill_every_ns: 100_000_000, term_ms: 5_000, next: null },
     });
     expect(d.remaining).toBe(0);
     at(1_000);
@@ -47,7 +47,7 @@ describe('limitLeased with a rate: shares', () => {
     expect(renewed.share).toEqual({
       capacity: 3,
       refill_every_ns: 333_333_122,
-      term_ms: 10_000,
+      term_ms: 5_000,
       next: { capacity: 3, refill_every_ns: 333_333_122 },
     });
     at(600);
