@@ -98,7 +98,9 @@ pub fn wanted_parts(rate: f64, options: &Options) -> u32 {
 /// The terms of a share asked for with `wanted` parts, for a term from `from`, beside
 /// `others` (the key's other leases): its fair part of the refill by what every share wants,
 /// at most what the others leave free at every moment of the term; a capacity in proportion
-/// (at least one whole token, at most what is free throughout). A share that gets no whole token gets nothing (a zero share).
+/// (at least one whole token, at most what is free throughout, and one token left to the main
+/// bucket while it keeps parts), with the parts of that capacity if it was rounded up. A
+/// share that gets no whole token gets nothing (a zero share). (docs/SPEC.md, 11.7)
 pub fn allocate(
     others: &[Lease],
     wanted: u32,
@@ -123,9 +125,24 @@ pub fn allocate(
     let unit = options.unit();
     let free_tokens = options.capacity_units().saturating_sub(taken.units) / unit;
     let fair_tokens = u128::from(options.max_tokens()) * u128::from(parts) / u128::from(RATE_PARTS);
-    let tokens = (fair_tokens.max(1) as u64)
+    let mut tokens = (fair_tokens.max(1) as u64)
         .min(free_tokens)
         .min(MAX_TOKENS_IN_BILLIONTHS);
+    // Parts in proportion to the capacity: a share rounded up to a whole token gets that
+    // token's refill, as far as it wants it and it is free.
+    let of_tokens =
+        u128::from(tokens) * u128::from(RATE_PARTS) / u128::from(options.max_tokens()).max(1);
+    let of_tokens = of_tokens.min(RATE_PARTS.into()) as u32;
+    let parts = if parts == 0 {
+        0
+    } else {
+        parts.max(of_tokens.min(wanted).min(free_parts))
+    };
+    // The main bucket keeps a whole token while it keeps parts of the refill: without one,
+    // its refill would be lost.
+    if free_parts > parts && free_tokens == tokens {
+        tokens -= 1;
+    }
     if parts == 0 || tokens == 0 {
         return Term::default();
     }
