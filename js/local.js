@@ -33,6 +33,10 @@ class Entry {
    * twice the last hold each time the call after a hold is denied again, half on each allowed.
    */
   hold = 0;
+  /** Plain calls in flight, their costs, and when the first of them was sent. */
+  plainCalls = 0;
+  plainCost = 0;
+  plainSince = 0;
   /** The last decision the bucket made, for the fields of local answers, and when it came. */
   last = null;
   lastAt = 0;
@@ -131,10 +135,32 @@ export class LocalLimits {
     return { ...last, retry_after_ms: retry };
   }
 
-  /** One call for this request only: no lease settled or taken. */
+  /**
+   * One call for this request only: no lease settled or taken. Denied here instead when the
+   * costs of this isolate's plain calls in flight already reach what the bucket can admit
+   * since the first of them was sent (its capacity plus its refills since): a burst before
+   * any answer, or while a lease call is out, does not become a call per request.
+   */
   async #plainCall(entry, stub, key, cost, policy) {
+    const now = this.#clock();
+    if (entry.plainCalls === 0) entry.plainSince = now;
+    const bucket = bucketOf(policy, entry.last);
+    if (cost > 0 && bucket !== null) {
+      const admissible = bucket.maxTokens + Math.floor((now - entry.plainSince) / bucket.intervalMs);
+      if (entry.plainCost + cost > admissible) {
+        this.localAnswers += 1;
+        return overBound(entry.last, bucket);
+      }
+    }
+    entry.plainCalls += 1;
+    entry.plainCost += cost;
     this.calls += 1;
-    return this.#remember(entry, await stub.limit(key, cost, policy), this.#clock());
+    try {
+      return this.#remember(entry, await stub.limit(key, cost, policy), this.#clock());
+    } finally {
+      entry.plainCalls -= 1;
+      entry.plainCost -= cost;
+    }
   }
 
   #localAnswer(entry, cost) {
@@ -386,6 +412,30 @@ async function leasing(entry, call) {
   } finally {
     entry.leasing = false;
   }
+}
+
+/**
+ * `{ maxTokens, intervalMs }` of a bucket: from the policy of the call when it gives both, else
+ * from the bucket's last decision; null when neither tells.
+ */
+function bucketOf(policy, last) {
+  const max = policy?.max_tokens;
+  const every = policy?.refill_every_seconds;
+  if (typeof max === 'number' && max > 0 && typeof every === 'number' && every > 0) {
+    return { maxTokens: max, intervalMs: every * 1_000 };
+  }
+  if (last !== null && last.limit > 0 && last.window_ms > 0) {
+    return { maxTokens: last.limit, intervalMs: last.window_ms / last.limit };
+  }
+  return null;
+}
+
+/** A denial for a request beyond what the bucket can admit: the next token at the earliest. */
+function overBound(last, { maxTokens, intervalMs }) {
+  const retry = Math.max(1, Math.ceil(intervalMs));
+  const window = Math.ceil(maxTokens * intervalMs);
+  const fields = last ?? { limit: maxTokens, reset_in_ms: window, window_ms: window };
+  return { ...fields, allowed: false, remaining: 0, retry_after_ms: retry };
 }
 
 /** The stub, made now if `stub` is a function that makes it. */

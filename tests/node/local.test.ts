@@ -282,6 +282,22 @@ describe('LocalLimits', () => {
     expect(server.getStatus('k').remaining).toBe(0);
   });
 
+  it('a burst before any answer: no more plain calls in flight than the bucket can admit meanwhile', async () => {
+    const server = newServer();
+    const { ask, stats, local } = isolate(server, {}, 5);
+    const answers = await Promise.all(Array.from({ length: 200 }, () => ask(1, SLOW)));
+    expect(answers.filter((d) => d.allowed)).toHaveLength(50);
+    // One lease call, then plain calls for the 50 tokens SLOW holds; the other 149 are denied
+    // here, with the next token's time.
+    expect(stats.maxInFlight.limit).toBe(50);
+    expect(local.calls).toBe(51);
+    const denied = answers.filter((d) => !d.allowed && d.retry_after_ms === 3_600_000);
+    expect(denied.length).toBeGreaterThanOrEqual(149);
+    // Time passes: the refills since the first plain call was sent count (one an hour).
+    at(3_600_000);
+    expect((await ask(1, SLOW)).allowed).toBe(true);
+  });
+
   it('two isolates on one bucket never admit more than it allows, and lose no token', async () => {
     const server = newServer();
     const a = isolate(server);
