@@ -45,7 +45,7 @@ class Entry {
   /** With shares: the share held (a HeldShare), and the demand since it was last reported. */
   share = null;
   demand = 0;
-  demandSince = 0;
+  demandSince = null;
   /**
    * Whether a call that settles or takes a lease is in flight. Requests on the bucket meanwhile
    * make plain calls: awaiting another request's call is not allowed in Workers (the wait
@@ -233,13 +233,23 @@ export class LocalLimits {
    */
   async #shared(entry, stub, key, cost, policy, waitUntil) {
     const now = this.#clock();
-    if (entry.demand === 0) entry.demandSince = now;
-    entry.demand += cost;
+    // Demand is measured since the last report, or over at most DEMAND_MS without one: the
+    // requests after the one that starts the measure.
+    if (entry.demandSince === null || (entry.share === null && now - entry.demandSince > DEMAND_MS)) {
+      entry.demand = 0;
+      entry.demandSince = now;
+    } else {
+      entry.demand += cost;
+    }
     let share = entry.share;
     if (share !== null && !share.advance(now)) share = entry.share = null;
     // While the bucket has room, plain leases serve as well and split nothing: a share is
-    // asked for only once the bucket runs low.
-    if (share === null && !underPressure(entry)) return this.#leased(entry, stub, key, cost, policy);
+    // asked for only once the bucket runs low, and only by an isolate whose demand would use
+    // the refill that comes with a token of capacity (with less, a share's sub-bucket would
+    // sit full while others wait: plain leases and held denials do better there).
+    if (share === null && (!underPressure(entry) || !worthAShare(entry, policy, now))) {
+      return this.#leased(entry, stub, key, cost, policy);
+    }
     const whole = Number.isInteger(cost);
     if (share !== null && whole && share.take(cost, now)) {
       this.localAnswers += 1;
@@ -283,7 +293,7 @@ export class LocalLimits {
     const sent = this.#clock();
     const share = entry.share;
     // Tokens per second asked for since the last report (over at least 10 ms).
-    const rate = entry.demand / (Math.max(10, sent - entry.demandSince) / 1_000);
+    const rate = demandRate(entry, sent);
     // A top-up asks for twice the last one while the share keeps running out between calls.
     entry.want = cost === 0 ? entry.want : Math.min(this.#maxLease, Math.max(1, cost, entry.want * 2));
     // A renewal (cost 0) reports the demand and gets the next term; a top-up of a share held
@@ -397,6 +407,25 @@ export class LocalLimits {
 
 /** A bucket counts as running low below this share of its capacity (as last reported). */
 const PRESSURE = 0.25;
+
+/** Demand is measured over at most this long without a share (ms), and at least a second. */
+const DEMAND_MS = 10_000;
+
+/** The tokens per second asked for on `entry` since its demand was last reset. */
+function demandRate(entry, now) {
+  return entry.demand / (Math.max(1_000, now - entry.demandSince) / 1_000);
+}
+
+/**
+ * Whether the demand on `entry` would use a share with one token of capacity: the refill that
+ * comes with it (the bucket's rate over its capacity), with half as much again of headroom.
+ */
+function worthAShare(entry, policy, now) {
+  const bucket = bucketOf(policy, entry.last);
+  if (bucket === null) return true;
+  const refillOfAToken = 1_000 / (bucket.intervalMs * bucket.maxTokens);
+  return demandRate(entry, now) >= 1.5 * refillOfAToken;
+}
 
 /** Whether the bucket ran low, or denied, when it last answered. */
 function underPressure(entry) {

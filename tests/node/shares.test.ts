@@ -139,6 +139,36 @@ describe('LocalLimits with shares', () => {
     expect(calls.filter((c) => c === 'renew').length).toBeGreaterThanOrEqual(3);
   });
 
+  it('asks for a share only with demand that would use a token of capacity (1.5/s here)', async () => {
+    const asked = async (everyMs: number) => {
+      const server = new RateLimiterServer({} as Ctx, {});
+      const rates: number[] = [];
+      const stub = {
+        limit: async (key: string, cost?: number, policy?: RateLimiterOptions) => server.limit(key, cost, policy),
+        limitLeased: async (key: string, cost?: number, policy?: RateLimiterOptions, lease?: RateLimitLeaseRequest) => {
+          if (lease?.rate !== undefined) rates.push(lease.rate);
+          return server.limitLeased(key, cost, policy, lease);
+        },
+      };
+      const local = new LocalLimits({ clock: () => Date.now(), shares: true });
+      const owner = {};
+      // Other isolates keep the bucket near empty: one call every 50 ms (20/s).
+      for (let ms = 0; ms < 10_000; ms += 50) {
+        at(ms);
+        server.limit('k', 1, TEN);
+        if (ms % everyMs === 0) await local.limit(owner, 'o', stub, 'k', 1, TEN, () => {});
+      }
+      return rates;
+    };
+    // One request every 1,000 ms: each is decided as with plain leases.
+    expect(await asked(1_000)).toEqual([]);
+    // One every 200 ms (5/s): a share is asked for, with the demand measured over a second.
+    const rates = await asked(200);
+    expect(rates.length).toBeGreaterThan(0);
+    expect(rates[0]).toBeGreaterThanOrEqual(1.5);
+    expect(rates[0]).toBeLessThanOrEqual(6);
+  });
+
   it('renews in the background: the request that starts it is answered without waiting', async () => {
     const server = new RateLimiterServer({} as Ctx, {});
     const { ask, calls, background } = isolate(server);
