@@ -244,9 +244,8 @@ export class LocalLimits {
     let share = entry.share;
     if (share !== null && !share.advance(now)) share = entry.share = null;
     // While the bucket has room, plain leases serve as well and split nothing: a share is
-    // asked for only once the bucket runs low, and only by an isolate whose demand would use
-    // the refill that comes with a token of capacity (with less, a share's sub-bucket would
-    // sit full while others wait: plain leases and held denials do better there).
+    // asked for only once the bucket runs low, and only by an isolate with the demand for one
+    // (SHARE_TOKENS; with less, plain leases and held denials do better).
     if (share === null && (!underPressure(entry) || !worthAShare(entry, policy, now))) {
       return this.#leased(entry, stub, key, cost, policy);
     }
@@ -417,14 +416,19 @@ function demandRate(entry, now) {
 }
 
 /**
- * Whether the demand on `entry` would use a share with one token of capacity: the refill that
- * comes with it (the bucket's rate over its capacity), with half as much again of headroom.
+ * A share is asked for only by an isolate whose demand is at least the refill that comes with
+ * this many tokens of capacity (the bucket's rate over its capacity, times this): a smaller
+ * sub-bucket fills up while its holder is idle and others wait, and a partition of the bucket
+ * loses most there (docs/SPEC.md, 11.9).
  */
+const SHARE_TOKENS = 8;
+
+/** Whether the demand on `entry` is enough for a share (SHARE_TOKENS). */
 function worthAShare(entry, policy, now) {
   const bucket = bucketOf(policy, entry.last);
   if (bucket === null) return true;
   const refillOfAToken = 1_000 / (bucket.intervalMs * bucket.maxTokens);
-  return demandRate(entry, now) >= 1.5 * refillOfAToken;
+  return demandRate(entry, now) >= SHARE_TOKENS * refillOfAToken;
 }
 
 /** Whether the bucket ran low, or denied, when it last answered. */

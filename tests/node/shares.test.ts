@@ -139,7 +139,7 @@ describe('LocalLimits with shares', () => {
     expect(calls.filter((c) => c === 'renew').length).toBeGreaterThanOrEqual(3);
   });
 
-  it('asks for a share only with demand that would use a token of capacity (1.5/s here)', async () => {
+  it('asks for a share only with demand for the refill of 8 tokens of capacity (8/s here)', async () => {
     const asked = async (everyMs: number) => {
       const server = new RateLimiterServer({} as Ctx, {});
       const rates: number[] = [];
@@ -160,13 +160,13 @@ describe('LocalLimits with shares', () => {
       }
       return rates;
     };
-    // One request every 1,000 ms: each is decided as with plain leases.
-    expect(await asked(1_000)).toEqual([]);
-    // One every 200 ms (5/s): a share is asked for, with the demand measured over a second.
-    const rates = await asked(200);
+    // One request every 200 ms (5/s): each is decided as with plain leases.
+    expect(await asked(200)).toEqual([]);
+    // One every 50 ms (20/s): a share is asked for, with the demand measured over a second.
+    const rates = await asked(50);
     expect(rates.length).toBeGreaterThan(0);
-    expect(rates[0]).toBeGreaterThanOrEqual(1.5);
-    expect(rates[0]).toBeLessThanOrEqual(6);
+    expect(rates[0]).toBeGreaterThanOrEqual(8);
+    expect(rates[0]).toBeLessThanOrEqual(21);
   });
 
   it('renews in the background: the request that starts it is answered without waiting', async () => {
