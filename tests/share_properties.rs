@@ -603,3 +603,48 @@ fn a_share_keeps_the_object_out_of_an_overload() {
     assert!(!plain.allowed);
     assert_eq!(plain.retry_after_ms, Some(2_000.0 - 50.0 + 100.0));
 }
+
+/// A bucket full beside a live share that holds none of it when the options change stays
+/// full (docs/SPEC.md, 2.4), as one without leases does, even though its last recorded refill
+/// is older.
+#[test]
+fn a_bucket_full_beside_a_share_stays_full_when_the_interval_lengthens() {
+    let at = |ms: f64| Instant::from_millis(1.8e12 + ms);
+    let cost = |c: f64| Cost::new(c).unwrap();
+    let mut l = Limiter::new(1);
+    let tenth = OptionsPatch {
+        max_tokens: Some(10.0),
+        refill_every_seconds: Some(0.1),
+    };
+    l.set_options(tenth, at(0.0)).unwrap();
+    let ask = LeaseAsk {
+        want: Cost::ZERO,
+        rate: 1_000.0,
+        renew: None,
+    };
+    // The first share takes the whole bucket; the second gets none of it (a zero share).
+    let first = l
+        .limit_shared(b"k", cost(0.0), None, None, ask, at(0.0))
+        .unwrap();
+    let first = first.lease.expect("a share");
+    let second = l
+        .limit_shared(b"k", cost(0.0), None, None, ask, at(0.0))
+        .unwrap();
+    let second = second.lease.expect("a zero share");
+    assert_eq!((second.billionths, second.parts), (0, 0));
+    // The first comes back with 5 tokens left; by 1 s the bucket is full again beside the
+    // zero share, which is still live.
+    let settlement = Settlement {
+        id: first.id,
+        used: Cost::ZERO,
+        left: Some(cost(5.0)),
+    };
+    assert!(l.settle(b"k", settlement, at(0.0)));
+    assert_eq!(l.status(b"k", at(1_000.0)).reset_in_ms, 0.0);
+    let slower = OptionsPatch {
+        max_tokens: None,
+        refill_every_seconds: Some(60.0),
+    };
+    l.set_options(slower, at(1_000.0)).unwrap();
+    assert_eq!(l.status(b"k", at(1_000.0)).reset_in_ms, 0.0);
+}

@@ -25,14 +25,19 @@
 //!   in the key's token-bucket bound above, and settling twice returns nothing. A refund ends
 //!   the key's window (it gives tokens back). Retry times of a key with leases out are
 //!   estimates, so their exactness is checked only for keys without.
+//! - shares: simulated holders ask for shares (`limit_shared` with a rate), renew and top
+//!   them up, and settle them with nothing left or leave them to end; a share's terms stay
+//!   within the bucket (capacity at most `max_tokens`, parts at most `RATE_PARTS`), a share is
+//!   settled once, and what the object admits beside them counts in the bound above (their
+//!   holders spend nothing, as holders that vanished).
 #![no_main]
 
 use std::collections::{HashMap, HashSet};
 
 use libfuzzer_sys::fuzz_target;
 use rate_limiter::engine::{
-    Cost, Decision, Instant, Lease, Limiter, Options, OptionsPatch, Request, Settlement, Status,
-    MAX_SAFE_INTEGER,
+    Cost, Decision, Instant, Lease, LeaseAsk, Limiter, Options, OptionsPatch, Request, Settlement,
+    Status, MAX_SAFE_INTEGER, RATE_PARTS,
 };
 
 /// Billionths per token (the engine's unit for capacities up to ~1.8e10 tokens).
@@ -207,6 +212,8 @@ struct Harness {
     /// The lease each simulated holder (key, holder number) spends, the billionths spent,
     /// and the options it was granted under (a later options change does not recall it).
     holders: HashMap<(Vec<u8>, u8), (Lease, u64, Options)>,
+    /// The share id each simulated share holder (key, holder number) holds.
+    shares: HashMap<(Vec<u8>, u8), u64>,
     /// The latest time the clock has shown (a lease that expired then stays ended).
     latest: Instant,
 }
@@ -276,6 +283,7 @@ impl Harness {
             stored_keys: HashSet::new(),
             copies_left: MAX_COPIES,
             holders: HashMap::new(),
+            shares: HashMap::new(),
             latest: Instant::from_nanos(0),
         }
     }
@@ -379,7 +387,6 @@ impl Harness {
         let cost_units = u64::from(cost) * UNITS as u64;
         // (The status first: a full bucket has forgotten its policy.)
         self.status(key);
-        let options = self.options_of(key);
         let now = self.now;
         let id = (key.to_vec(), holder);
         if let Some((lease, used, granted_under)) = self.holders.get_mut(&id) {
@@ -397,7 +404,11 @@ impl Harness {
         // bucket it fills, which forgets its policy, is seen before the options are read.
         if let Some((lease, used, _)) = self.holders.remove(&id) {
             let used = Cost::new(used as f64 / 1e9).expect("valid");
-            let settlement = Settlement { id: lease.id, used, left: None };
+            let settlement = Settlement {
+                id: lease.id,
+                used,
+                left: None,
+            };
             self.limiter.settle(key, settlement, now);
             self.status(key);
         }
@@ -449,6 +460,71 @@ impl Harness {
             self.status(key),
             after,
             "a second settle changed the status"
+        );
+    }
+
+    /// A call of `cost` whole tokens by share holder `holder` of `key`: it asks for a share
+    /// (`rate` > 0), or renews (with a rate) or tops up (without) the share it holds, wanting
+    /// `want` more tokens. The holder spends nothing of it.
+    fn op_share(&mut self, key: &[u8], holder: u8, cost: u8, rate: f64, want: u8) {
+        self.status(key);
+        let options = self.options_of(key);
+        let id = (key.to_vec(), holder);
+        let raw = f64::from(cost);
+        let cost = Cost::new(raw).expect("whole");
+        let ask = LeaseAsk {
+            want: Cost::new(f64::from(want)).expect("whole"),
+            rate,
+            renew: self.shares.get(&id).copied(),
+        };
+        let d = self
+            .limiter
+            .limit_shared(key, cost, None, None, ask, self.now)
+            .expect("no policy: always valid");
+        check_decision(&d.decision);
+        if d.decision.allowed {
+            self.consumed(key, options, raw, cost);
+        }
+        self.stored_keys.insert(key.to_vec());
+        if let Some(lease) = d.lease {
+            assert!(
+                lease.expires_at > self.now,
+                "a lease that ended as granted: {lease:?}"
+            );
+            let terms = [(lease.billionths, lease.parts)]
+                .into_iter()
+                .chain(lease.next.map(|t| (t.billionths, t.parts)));
+            for (billionths, parts) in terms {
+                assert!(parts <= RATE_PARTS, "a term above the refill: {lease:?}");
+                // (A renewed share keeps the terms it was granted under earlier options.)
+                if ask.renew.is_none() {
+                    let most = u128::from(d.options.max_tokens()) * UNITS;
+                    let held = u128::from(billionths);
+                    assert!(held <= most, "a term above the capacity: {lease:?}");
+                }
+            }
+            if lease.is_share() {
+                self.shares.insert(id, lease.id);
+            }
+        }
+        self.status(key);
+    }
+
+    /// Share holder `holder` of `key` settles its share with nothing left; again, nothing.
+    fn op_share_settle(&mut self, key: &[u8], holder: u8) {
+        let Some(share) = self.shares.remove(&(key.to_vec(), holder)) else {
+            return;
+        };
+        let settlement = Settlement {
+            id: share,
+            used: Cost::ZERO,
+            left: Some(Cost::ZERO),
+        };
+        self.limiter.settle(key, settlement, self.now);
+        self.status(key);
+        assert!(
+            !self.limiter.settle(key, settlement, self.now),
+            "a share settled twice"
         );
     }
 
@@ -526,6 +602,7 @@ impl Harness {
         // A reset forgets the key's leases: what holders still spend of them is on top of the
         // full bucket (a reset overrides the limit), so the bound starts over without them.
         self.holders.retain(|(k, _), _| k.as_slice() != key);
+        self.shares.retain(|(k, _), _| k.as_slice() != key);
         let track = self.track(key);
         track.policy = None;
         track.end_window();
@@ -941,9 +1018,16 @@ fuzz_target!(|data: &[u8]| {
                 }
                 5 => {
                     let key = bytes.key();
-                    match bytes.u8() % 3 {
+                    match bytes.u8() % 5 {
                         0 => h.op_vanish(&key, bytes.u8() % 3),
-                        _ => h.op_settle(&key, bytes.u8() % 3),
+                        1 | 2 => h.op_settle(&key, bytes.u8() % 3),
+                        3 => {
+                            // (A rate of 0 renews nothing: a top-up, or a plain lease.)
+                            let (holder, cost) = (bytes.u8() % 3, bytes.u8() % 4);
+                            let rate = f64::from(bytes.u16()) / 16.0;
+                            h.op_share(&key, holder, cost, rate, bytes.u8() % 24);
+                        }
+                        _ => h.op_share_settle(&key, bytes.u8() % 3),
                     }
                 }
                 6 => {

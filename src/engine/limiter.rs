@@ -151,15 +151,15 @@ impl Limiter {
             self.store
                 .change_buckets_without_policy(|key, bucket, leased| {
                     if leased {
-                        // Full by now only once its leases have ended; until then it is kept,
-                        // whatever it holds (the refill clamps it to its room).
+                        // Full by now beside its leases: full under the new options too;
+                        // forgotten once its leases have ended, else kept full beside them
+                        // (the refill clamps it to its room). Otherwise it is kept as it is.
                         let leases = leases.of(key);
-                        let live = leases.iter().any(|l| l.ends_at() > now);
-                        if unfills
-                            && !live
-                            && refill_through_leases(bucket, leases, &old, now).is_none()
-                        {
-                            return None;
+                        if unfills && refill_through_leases(bucket, leases, &old, now).is_none() {
+                            if !leases.iter().any(|l| l.ends_at() > now) {
+                                return None;
+                            }
+                            return Some(Bucket::from_parts(new.capacity_units(), now));
                         }
                         let full = Bucket::from_parts(new.capacity_units(), bucket.last_refill());
                         return Some(convert(Some(bucket), &old, &new).unwrap_or(full));
