@@ -648,3 +648,34 @@ fn a_bucket_full_beside_a_share_stays_full_when_the_interval_lengthens() {
     l.set_options(slower, at(1_000.0)).unwrap();
     assert_eq!(l.status(b"k", at(1_000.0)).reset_in_ms, 0.0);
 }
+
+/// A share asked for while plain leases hold all but a fraction of a token of the capacity
+/// gets nothing (a zero share), whatever part of the refill is free.
+#[test]
+fn a_share_asked_for_when_leases_hold_the_capacity_is_a_zero_share() {
+    let now = Instant::from_millis(1.8e12);
+    let cost = |c: f64| Cost::new(c).unwrap();
+    let mut l = Limiter::new(1);
+    let two = OptionsPatch {
+        max_tokens: Some(2.0),
+        refill_every_seconds: Some(1.0),
+    };
+    l.set_options(two, now).unwrap();
+    // Leases of 1 and then 0.5 tokens: half a token of capacity is left free.
+    for tokens in [1.0, 0.5] {
+        let d = l
+            .limit_leased(b"k", cost(0.0), None, None, cost(1.0), now)
+            .unwrap();
+        assert_eq!(d.moved, (tokens * 1e9) as u64);
+    }
+    let ask = LeaseAsk {
+        want: Cost::ZERO,
+        rate: 0.1,
+        renew: None,
+    };
+    let share = l
+        .limit_shared(b"k", cost(0.0), None, None, ask, now)
+        .unwrap();
+    let share = share.lease.expect("a zero share");
+    assert_eq!((share.billionths, share.parts), (0, 0));
+}

@@ -141,7 +141,7 @@ pub fn allocate(
     // The main bucket keeps a whole token while it keeps parts of the refill: without one,
     // its refill would be lost.
     if free_parts > parts && free_tokens == tokens {
-        tokens -= 1;
+        tokens = tokens.saturating_sub(1);
     }
     if parts == 0 || tokens == 0 {
         return Term::default();
