@@ -314,11 +314,13 @@ impl Harness {
     }
 
     /// The status of `key`, checked. A full bucket is not stored, and neither is its policy:
-    /// from then on the key follows the instance options.
+    /// from then on the key follows the instance options. (A key with live leases keeps its
+    /// bucket, full or not, so that they are saved with it: a share that holds none of the
+    /// bucket leaves it full.)
     fn status(&mut self, key: &[u8]) -> Status {
         let s = self.limiter.status(key, self.now);
         check_status(&s);
-        if s.reset_in_ms == 0.0 {
+        if s.reset_in_ms == 0.0 && !self.limiter.has_leases(key) {
             self.track(key).policy = None;
         }
         let options = self.options_of(key);
@@ -337,7 +339,9 @@ impl Harness {
         if track.window != Some(options) {
             track.end_window();
         }
-        track.policy = (after.reset_in_ms != 0.0).then_some(options);
+        let kept = after.reset_in_ms != 0.0 || self.limiter.has_leases(key);
+        let track = self.track(key);
+        track.policy = kept.then_some(options);
     }
 
     /// Records a consumption of `cost` (given as `raw`) under `options` now, and checks the
