@@ -166,9 +166,7 @@ export class LocalLimits {
   #localAnswer(entry, cost) {
     const now = this.#clock();
     // (A cost of 0 always passes at the object: never denied here.)
-    if (now < entry.deniedUntil && cost > 0) {
-      return { ...entry.denial, retry_after_ms: Math.ceil(entry.deniedUntil - now) };
-    }
+    if (now < entry.deniedUntil && cost > 0) return heldDenial(entry, now);
     const lease = entry.lease;
     const units = Math.ceil(cost * BILLION);
     if (lease === null || now >= lease.deadline || lease.used + units > lease.billionths) return null;
@@ -257,7 +255,7 @@ export class LocalLimits {
     }
     if (now < entry.deniedUntil && cost > 0) {
       this.localAnswers += 1;
-      return { ...entry.denial, retry_after_ms: Math.ceil(entry.deniedUntil - now) };
+      return heldDenial(entry, now);
     }
     // The share is empty: denied here if the object had no room either when it last answered;
     // else the object is asked (a top-up), as the bucket alone would have admitted it.
@@ -291,7 +289,7 @@ export class LocalLimits {
   async #shareCall(entry, stub, key, cost, policy) {
     const sent = this.#clock();
     const share = entry.share;
-    // Tokens per second asked for since the last report (over at least 10 ms).
+    // Tokens per second asked for since the last report (over at least a second).
     const rate = demandRate(entry, sent);
     // A top-up asks for twice the last one while the share keeps running out between calls.
     entry.want = cost === 0 ? entry.want : Math.min(this.#maxLease, Math.max(1, cost, entry.want * 2));
@@ -429,6 +427,11 @@ function worthAShare(entry, policy, now) {
   if (bucket === null) return true;
   const refillOfAToken = 1_000 / (bucket.intervalMs * bucket.maxTokens);
   return demandRate(entry, now) >= SHARE_TOKENS * refillOfAToken;
+}
+
+/** The denial held on `entry`, answered at `now`: its retry time is what is left of the hold. */
+function heldDenial(entry, now) {
+  return { ...entry.denial, retry_after_ms: Math.ceil(entry.deniedUntil - now) };
 }
 
 /** Whether the bucket ran low, or denied, when it last answered. */

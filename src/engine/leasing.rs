@@ -21,6 +21,14 @@ pub(super) struct Grant {
     pub moved: u64,
 }
 
+/// What a holder asks of its share: `rate`, its demand (tokens per second; above 0 asks for
+/// a share or renews one), and `top_up`, the units it wants now when its call was allowed.
+#[derive(Clone, Copy)]
+struct ShareAsk {
+    rate: f64,
+    top_up: Option<u64>,
+}
+
 impl Limiter {
     /// Grants what `ask` asks for beside a call that left the main bucket at `state`
     /// (`allowed`: whether the call's own cost was). `view` follows the leases granted.
@@ -48,22 +56,18 @@ impl Limiter {
             .renew
             .and_then(|id| view.live.iter().find(|l| l.id == id && l.is_share()))
             .copied();
+        let share_ask = ShareAsk {
+            rate: ask.rate,
+            top_up: allowed.then_some(want),
+        };
         if let Some(share) = renewed {
-            return self.renew_share(
-                key,
-                view,
-                share,
-                ask.rate,
-                allowed.then_some(want),
-                state,
-                now,
-            );
+            return self.renew_share(key, view, share, share_ask, state, now);
         }
         if !self.leases.has_room(key) {
             return nothing;
         }
         if ask.rate > 0.0 && ask.renew.is_none() {
-            return self.new_share(key, view, ask.rate, allowed.then_some(want), state, now);
+            return self.new_share(key, view, share_ask, state, now);
         }
         if allowed && want > 0 {
             return self.plain_lease(key, view, want, state, now);
@@ -71,16 +75,14 @@ impl Limiter {
         nothing
     }
 
-    /// A renewal (with `rate`: the holder's demand, for its next term) and top-up (`top_up`:
-    /// the units wanted, when the call was allowed) of the live share `share`.
-    #[allow(clippy::too_many_arguments)]
+    /// A renewal (with a rate: the holder's demand, for its next term) and top-up of the live
+    /// share `share`.
     fn renew_share(
         &mut self,
         key: &[u8],
         view: &mut View,
         share: Lease,
-        rate: f64,
-        top_up: Option<u64>,
+        ShareAsk { rate, top_up }: ShareAsk,
         state: Option<Bucket>,
         now: Instant,
     ) -> Grant {
@@ -145,13 +147,12 @@ impl Limiter {
     }
 
     /// A new share for a holder that expects to need `rate` tokens per second, with its
-    /// first term from now (and a top-up of `top_up` units when the call was allowed).
+    /// first term from now (and its top-up when the call was allowed).
     fn new_share(
         &mut self,
         key: &[u8],
         view: &mut View,
-        rate: f64,
-        top_up: Option<u64>,
+        ShareAsk { rate, top_up }: ShareAsk,
         state: Option<Bucket>,
         now: Instant,
     ) -> Grant {
