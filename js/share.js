@@ -34,6 +34,8 @@ export class HeldShare {
     // The current term ends somewhere in [endsFrom, endsBy] (the holder's clock).
     this.endsFrom = sent + lease.ttl_ms;
     this.endsBy = received + lease.ttl_ms;
+    // The current term began by then (the object granted it before the answer came).
+    this.startsBy = received;
     this.tokens = Math.min(Math.floor(lease.tokens), this.current.capacity);
     this.since = received;
     this.seen = received;
@@ -62,6 +64,7 @@ export class HeldShare {
         // The next term has begun for sure: it is the current one now.
         this.current = this.next;
         this.next = null;
+        this.startsBy = this.endsBy;
         this.endsFrom += this.termMs;
         this.endsBy += this.termMs;
         this.currentMs = this.termMs;
@@ -116,16 +119,18 @@ export class HeldShare {
   }
 
   /**
-   * Takes in a renewal's answer: the tokens of a top-up; and, if the answer came before the
-   * current term can have ended, the next term, a tighter window for the current term's end,
+   * Takes in a renewal's answer: the tokens of a top-up; and, if the object surely decided
+   * during the current term, the next term, a tighter window for the current term's end,
    * and the capacity and refill the top-up raised the current term to (the faster refill
    * counts from when the answer came).
    */
   renewed(lease, sent, received) {
-    // Only an answer that came before the current term can have ended surely speaks of it
-    // (and of the next term): a later one may speak of the term after. (Judged before the
-    // share is brought to `received`, which may start its next term.)
-    const within = received < this.endsFrom;
+    // The object decided between `sent` and `received`: about the current term only if the
+    // call went out after that term surely began and the answer came before it can have
+    // ended. An earlier call may speak of the term before (this holder may have moved on
+    // while it was in flight), a later answer of the term after. (Judged before the share
+    // is brought to `received`, which may start its next term.)
+    const within = sent >= this.startsBy && received < this.endsFrom;
     if (!this.advance(received)) return;
     if (within) {
       const raised = termsOf(lease.share);

@@ -90,9 +90,10 @@ struct Share {
     id: u64,
     current: Terms,
     next: Option<Terms>,
-    /// The current term ends somewhere in `[ends_from, ends_by]`.
+    /// The current term ends somewhere in `[ends_from, ends_by]`, and began by `starts_by`.
     ends_from: i64,
     ends_by: i64,
+    starts_by: i64,
     /// Whole tokens in the sub-bucket, and the moment its refill counts from.
     tokens: u64,
     since: i64,
@@ -128,6 +129,7 @@ impl Share {
             if self.next.is_some() && until >= self.ends_by {
                 // The next term has begun for sure: it is the current one now.
                 self.current = self.next.take().unwrap_or(self.current);
+                self.starts_by = self.ends_by;
                 self.ends_from += TTL_NS;
                 self.ends_by += TTL_NS;
             }
@@ -232,14 +234,15 @@ impl Holder {
         let moved = answer.moved / BILLION;
         match &mut self.share {
             Some(share) if share.id == lease.id => {
-                // (Judged before the share is brought to `received`, which may start its next
-                // term: then `ends_from` would be that term's.)
-                let within = received < share.ends_from;
+                // The object decided during the current term only if the call went out after
+                // it surely began (the holder may have moved on while the call was in flight:
+                // then the answer speaks of the term before) and the answer came before it
+                // can have ended (a later one may speak of the term after). Judged before the
+                // share is brought to `received`, which may start its next term.
+                let within = sent >= share.starts_by && received < share.ends_from;
                 if share.advance(received) {
-                    // Only an answer that came before the current term can have ended surely
-                    // speaks of it and of the next term (a later one may speak of the term
-                    // after). A top-up raised the capacity and refill of that term; the faster
-                    // refill counts from when the answer came.
+                    // A top-up raised the capacity and refill of that term; the faster refill
+                    // counts from when the answer came.
                     if within {
                         share.current.capacity = share.current.capacity.max(current.capacity);
                         let faster = match (share.current.period, current.period) {
@@ -264,6 +267,7 @@ impl Holder {
                     next,
                     ends_from: sent + ttl,
                     ends_by: received + ttl,
+                    starts_by: received,
                     tokens: moved.min(current.capacity),
                     since: received,
                     seen: received,
@@ -498,11 +502,13 @@ impl Run {
 fn holder() -> impl Strategy<Value = Holder> {
     (
         -3_000i64..3_000,
+        0i64..200,
         0i64..400,
         prop_oneof![Just(0.5), 1.0f64..40.0],
     )
-        .prop_map(|(skew_ms, latency_ms, rate)| Holder {
+        .prop_map(|(skew_ms, send_ms, latency_ms, rate)| Holder {
             skew_ns: skew_ms * NANOS_PER_MS,
+            send_ns: send_ms * NANOS_PER_MS,
             latency_ns: latency_ms * NANOS_PER_MS,
             rate,
             object_remaining: f64::INFINITY,
@@ -560,6 +566,55 @@ proptest! {
             run.check_bound()?;
         }
     }
+}
+
+/// A top-up the object decides in the last moment of a term, whose answer comes after the
+/// holder has moved on to the next term, speaks of the term that ended: the holder must not
+/// raise its next term with it. (Requests every 7 ms from 1.9 s empty the share, and the one
+/// it cannot serve makes a top-up, answered 100 ms late, after the first term's end.)
+#[test]
+fn a_late_top_up_does_not_raise_the_next_term() {
+    let holder = Holder {
+        latency_ns: 50 * NANOS_PER_MS,
+        rate: 3.0,
+        object_remaining: f64::INFINITY,
+        ..Holder::default()
+    };
+    let mut run = Run {
+        limiter: Limiter::new(7),
+        policy: OptionsPatch {
+            max_tokens: Some(10.0),
+            refill_every_seconds: Some(0.1),
+        },
+        holders: vec![holder],
+        now_ns: START_MS * NANOS_PER_MS,
+        admitted: Vec::new(),
+        refunded: Vec::new(),
+        direct: Vec::new(),
+        max_tokens: 10,
+        interval_ns: 100 * NANOS_PER_MS as u64,
+        seed: 7,
+    };
+    let request = Op::Request {
+        holder: 0,
+        cost: 1,
+        slow_ms: 100,
+    };
+    let mut ops = vec![request.clone(), Op::Advance { ms: 500 }];
+    ops.push(Op::Renew {
+        holder: 0,
+        slow_ms: 0,
+    });
+    // The first term ends 2 s after the grant (between 2,000 and 2,050 ms by the holder).
+    ops.push(Op::Advance { ms: 1_400 });
+    for _ in 0..40 {
+        ops.push(Op::Advance { ms: 7 });
+        ops.push(request.clone());
+    }
+    for op in &ops {
+        run.apply(op).unwrap();
+    }
+    run.check_bound().unwrap();
 }
 
 /// A lone holder at overload decides on its own: after its share is granted, a thousand

@@ -9,6 +9,8 @@ const root = decodeURIComponent(new URL('../..', import.meta.url).pathname);
 
 export default defineConfig({
   root,
+  // The shim's share bucket (js/share.js, shipped as is), for the tests of its rules alone.
+  resolve: { alias: { '#held-share': `${root}js/share.js` } },
   test: {
     environment: 'node',
     include: ['tests/node/**/*.test.ts'],

@@ -1,0 +1,61 @@
+// The holder's rules for a share (docs/SPEC.md, 11.6) on js/share.js alone: answers that
+// arrive while the holder moves from one term to the next. Times are the holder's clock (ms);
+// the object's decisions are written as the answers it sends.
+import { describe, expect, it } from 'vitest';
+import { HeldShare, type ShareLease } from '#held-share';
+
+const MARGIN_MS = 1_000;
+/** 4 tokens, one every 20 ms: the terms the object grants here. */
+const FOUR = { capacity: 4, refill_every_ns: 20_000_000 };
+
+/** How many single tokens the share admits from `from` to `to`, asked every millisecond. */
+function admitted(share: HeldShare, from: number, to: number): number {
+  let count = 0;
+  for (let t = from; t < to; t += 1) if (share.take(1, t)) count += 1;
+  return count;
+}
+
+describe('HeldShare', () => {
+  // A share granted at 0-50 ms for 2 s, renewed at 300-350 ms (the object decided at 325 ms:
+  // its first term ends at 2,000 ms by the holder's clock, the next one runs 5 s more).
+  function renewedShare(): HeldShare {
+    const grant: ShareLease = { id: 7, tokens: 0, ttl_ms: 2_000, share: { ...FOUR, term_ms: 5_000, next: null } };
+    const share = new HeldShare(grant, 0, 50, MARGIN_MS);
+    const renewal: ShareLease = { ...grant, ttl_ms: 1_675, share: { ...FOUR, term_ms: 5_000, next: FOUR } };
+    share.renewed(renewal, 300, 350);
+    return share;
+  }
+
+  it('ignores the raised terms of a top-up decided in the term it has left meanwhile', () => {
+    const share = renewedShare();
+    // A top-up goes out at 1,990 ms; the object decides at 1,999 ms, 1 ms before the first
+    // term ends, and raises that term to 7 tokens, one every 5 ms (one token moved).
+    const topUp: ShareLease = {
+      id: 7,
+      tokens: 1,
+      ttl_ms: 1,
+      share: { capacity: 7, refill_every_ns: 5_000_000, term_ms: 5_000, next: FOUR },
+    };
+    // Before the answer comes (at 2,100 ms), the holder has moved on to the next term.
+    share.advance(2_030);
+    share.renewed(topUp, 1_990, 2_100);
+    // The answer spoke of the term that has ended: the next term's 4 tokens and 50/s stay.
+    expect(share.capacityAt(2_100)).toBe(4);
+    expect(admitted(share, 2_100, 3_100)).toBeLessThanOrEqual(4 + 1_000 / 20);
+  });
+
+  it('takes the raised terms of a top-up decided in its current term', () => {
+    const share = renewedShare();
+    const topUp: ShareLease = {
+      id: 7,
+      tokens: 1,
+      ttl_ms: 1_350,
+      share: { capacity: 7, refill_every_ns: 5_000_000, term_ms: 5_000, next: FOUR },
+    };
+    // Out at 600 ms and back at 700 ms: the object decided in the first term (which it says
+    // ends 1,350 ms after its decision).
+    share.renewed(topUp, 600, 700);
+    expect(share.capacityAt(700)).toBe(7);
+    expect(admitted(share, 700, 900)).toBeGreaterThan(4 + 200 / 20);
+  });
+});
