@@ -659,11 +659,10 @@ fn a_share_keeps_the_object_out_of_an_overload() {
     assert_eq!(plain.retry_after_ms, Some(2_000.0 - 50.0 + 100.0));
 }
 
-/// A bucket full beside a live share that holds none of it when the options change stays
-/// full (docs/SPEC.md, 2.4), as one without leases does, even though its last recorded refill
-/// is older.
+/// A bucket that is full beside a live lease stays full when `setOptions` lengthens the
+/// interval (2.4): its room beside the lease, as a bucket without leases stays full.
 #[test]
-fn a_bucket_full_beside_a_share_stays_full_when_the_interval_lengthens() {
+fn a_bucket_full_beside_a_lease_stays_full_when_the_interval_lengthens() {
     let at = |ms: f64| Instant::from_millis(1.8e12 + ms);
     let cost = |c: f64| Cost::new(c).unwrap();
     let mut l = Limiter::new(1);
@@ -672,42 +671,26 @@ fn a_bucket_full_beside_a_share_stays_full_when_the_interval_lengthens() {
         refill_every_seconds: Some(0.1),
     };
     l.set_options(tenth, at(0.0)).unwrap();
-    let ask = LeaseAsk {
-        want: Cost::ZERO,
-        rate: 1_000.0,
-        renew: None,
-    };
-    // The first share takes the whole bucket; the second gets none of it (a zero share).
-    let first = l
-        .limit_shared(b"k", cost(0.0), None, None, ask, at(0.0))
+    // A plain lease of one token, live for 10 s; three tokens consumed: by 1 s the bucket is
+    // full beside the lease (9 tokens), its last recorded refill at 0 s.
+    let leased = l
+        .limit_leased(b"k", cost(0.0), None, None, cost(1.0), at(0.0))
         .unwrap();
-    let first = first.lease.expect("a share");
-    let second = l
-        .limit_shared(b"k", cost(0.0), None, None, ask, at(0.0))
-        .unwrap();
-    let second = second.lease.expect("a zero share");
-    assert_eq!((second.billionths, second.parts), (0, 0));
-    // The first comes back with 5 tokens left; by 1 s the bucket is full again beside the
-    // zero share, which is still live.
-    let settlement = Settlement {
-        id: first.id,
-        used: Cost::ZERO,
-        left: Some(cost(5.0)),
-    };
-    assert!(l.settle(b"k", settlement, at(0.0)));
-    assert_eq!(l.status(b"k", at(1_000.0)).reset_in_ms, 0.0);
+    assert_eq!(leased.moved, BILLION);
+    l.consume(b"k", cost(3.0), at(0.0));
+    assert_eq!(l.status(b"k", at(1_000.0)).remaining, 9.0);
     let slower = OptionsPatch {
         max_tokens: None,
         refill_every_seconds: Some(60.0),
     };
     l.set_options(slower, at(1_000.0)).unwrap();
-    assert_eq!(l.status(b"k", at(1_000.0)).reset_in_ms, 0.0);
+    assert_eq!(l.status(b"k", at(1_000.0)).remaining, 9.0);
 }
 
 /// A share asked for while plain leases hold all but a fraction of a token of the capacity
-/// gets nothing (a zero share), whatever part of the refill is free.
+/// is not granted, whatever part of the refill is free: nothing is recorded for it.
 #[test]
-fn a_share_asked_for_when_leases_hold_the_capacity_is_a_zero_share() {
+fn no_share_is_granted_when_leases_hold_the_capacity() {
     let now = Instant::from_millis(1.8e12);
     let cost = |c: f64| Cost::new(c).unwrap();
     let mut l = Limiter::new(1);
@@ -731,6 +714,6 @@ fn a_share_asked_for_when_leases_hold_the_capacity_is_a_zero_share() {
     let share = l
         .limit_shared(b"k", cost(0.0), None, None, ask, now)
         .unwrap();
-    let share = share.lease.expect("a zero share");
-    assert_eq!((share.billionths, share.parts), (0, 0));
+    assert!(share.lease.is_none());
+    assert_eq!(l.leases_of(b"k").len(), 2);
 }

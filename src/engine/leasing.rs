@@ -175,6 +175,15 @@ impl Limiter {
         });
         let taken = units.saturating_sub(room).max(top_up);
         let capacity = allocated.max(top_up);
+        // Without a whole token the holder could only deny: no share is granted, and none
+        // is recorded (its demand would take parts from holders that use them, 11.7).
+        if capacity == 0 {
+            return Grant {
+                state,
+                lease: None,
+                moved: 0,
+            };
+        }
         term.billionths = billionths_of(capacity, &options);
         let since = state.map_or(now, |b| b.last_refill());
         let before = main_period_beside(&view.live, &options, now);

@@ -151,11 +151,17 @@ impl Limiter {
             self.store
                 .change_buckets_without_policy(|key, bucket, leased| {
                     if leased {
-                        // Full by now beside its leases: full under the new options too;
-                        // forgotten once its leases have ended, else kept full beside them
-                        // (the refill clamps it to its room). Otherwise it is kept as it is.
+                        // Full by now beside its leases (all its room): full under the new
+                        // options too; forgotten once its leases have ended, else kept full
+                        // beside them (the refill clamps it to its room). Otherwise it is
+                        // kept as it is.
                         let leases = leases.of(key);
-                        if unfills && refill_through_leases(bucket, leases, &old, now).is_none() {
+                        let room = old
+                            .capacity_units()
+                            .saturating_sub(out_at(leases, &old, now).units);
+                        let full = refill_through_leases(bucket, leases, &old, now)
+                            .is_none_or(|b| b.units() >= room);
+                        if unfills && full {
                             if !leases.iter().any(|l| l.ends_at() > now) {
                                 return None;
                             }

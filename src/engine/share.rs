@@ -99,8 +99,8 @@ pub fn wanted_parts(rate: f64, options: &Options) -> u32 {
 /// `others` (the key's other leases): its fair part of the refill by what every share wants,
 /// at most what the others leave free at every moment of the term; a capacity in proportion
 /// (at least one whole token, at most what is free throughout, and one token left to the main
-/// bucket while it keeps parts), with the parts of that capacity if it was rounded up. A
-/// share that gets no whole token gets nothing (a zero share). (docs/SPEC.md, 11.7)
+/// bucket while it keeps parts), with the parts of that capacity if it was rounded up.
+/// Without a whole token, nothing (the empty term: no share is granted). (docs/SPEC.md, 11.7)
 pub fn allocate(
     others: &[Lease],
     wanted: u32,
