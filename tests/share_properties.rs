@@ -617,6 +617,42 @@ fn a_late_top_up_does_not_raise_the_next_term() {
     run.check_bound().unwrap();
 }
 
+/// A top-up raises a share's refill only up to what its holder wants (one and a half times
+/// the demand it reported): a holder whose share ran out at a peak of its demand does not
+/// take half of the main bucket's refill, which it could not use.
+#[test]
+fn a_top_up_raises_the_refill_only_up_to_what_the_holder_wants() {
+    let now = Instant::from_millis(1.8e12);
+    let one = Cost::new(1.0).unwrap();
+    let mut l = Limiter::new(1);
+    let ten = OptionsPatch {
+        max_tokens: Some(10.0),
+        refill_every_seconds: Some(0.1),
+    };
+    l.set_options(ten, now).unwrap();
+    // 2 tokens/s of a 10/s refill: it wants 30% of it, and gets that (and 3 tokens).
+    let ask = LeaseAsk {
+        want: Cost::ZERO,
+        rate: 2.0,
+        renew: None,
+    };
+    let share = l.limit_shared(KEY, one, None, None, ask, now).unwrap();
+    let share = share.lease.expect("a share");
+    let wanted = share.wanted;
+    assert_eq!(share.parts, wanted);
+    assert!(wanted < rate_limiter::engine::RATE_PARTS / 2);
+    // A top-up moves tokens and raises the capacity, but the refill stays at what it wants.
+    let top_up = LeaseAsk {
+        want: Cost::new(2.0).unwrap(),
+        rate: 0.0,
+        renew: Some(share.id),
+    };
+    let topped = l.limit_shared(KEY, one, None, None, top_up, now).unwrap();
+    let topped = topped.lease.expect("the share, topped up");
+    assert_eq!(topped.parts, wanted);
+    assert!(topped.billionths > share.billionths);
+}
+
 /// A lone holder at overload decides on its own: after its share is granted, a thousand
 /// requests over ten seconds make no call but its renewals, and it admits what the bucket
 /// refills.

@@ -113,8 +113,9 @@ impl Limiter {
         let mut moved = 0;
         if let Some(want) = top_up.filter(|&want| want > 0) {
             // A top-up raises the share's capacity for its current term by the tokens it
-            // moves, and its refill by half the parts the main bucket has, as far as the
-            // others leave them free until then (their later terms count).
+            // moves, and its refill by half the parts the main bucket has, up to the parts
+            // the holder wants, as far as the others leave them free until then (their
+            // later terms count).
             let held = term_units(share.billionths, &options);
             let free = free_units(&others, &options, now, share.expires_at).saturating_sub(held);
             moved = whole_tokens(want.min(units / 2).min(free), &options);
@@ -124,7 +125,8 @@ impl Limiter {
             let main_parts = RATE_PARTS.saturating_sub(out_at(&view.live, &options, now).parts);
             let free_parts =
                 free_parts(&others, &options, now, share.expires_at).saturating_sub(share.parts);
-            let extra = main_parts.min(free_parts) / 2;
+            let extra =
+                (main_parts.min(free_parts) / 2).min(share.wanted.saturating_sub(share.parts));
             if extra > 0 {
                 let before = main_period(&options, RATE_PARTS - main_parts);
                 let after = main_period(&options, RATE_PARTS - main_parts + extra);
