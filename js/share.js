@@ -5,6 +5,8 @@
 // known, and between the earliest and the latest end of a term run the smaller of its terms.
 
 const NANOS_PER_MS = 1e6;
+// A renewal starts this long before the share's stop (a round trip, with room to spare).
+const RENEW_LEAD_MS = 500;
 
 /** `{ capacity, period }`: whole tokens, ns per token (`null`: no refill). */
 function termsOf(wire) {
@@ -146,12 +148,15 @@ export class HeldShare {
   }
 
   /**
-   * Whether it is time to renew at `t`: no next term yet, and half the time the current term
-   * can be spent (until a margin before its earliest end) has passed.
+   * Whether it is time to renew at `t`: no next term yet, and the share's stop (a margin
+   * before the current term's earliest end) is RENEW_LEAD_MS away, or half the time the term
+   * can be spent has passed, whichever is later. Renewing late keeps short the time a next
+   * term is out: an isolate evicted then holds it idle until it ends.
    */
   dueAt(t) {
     const stop = this.endsFrom - this.marginMs;
-    return this.next === null && t >= stop - Math.max(0, this.currentMs - this.marginMs) / 2;
+    const lead = Math.min(RENEW_LEAD_MS, Math.max(0, this.currentMs - this.marginMs) / 2);
+    return this.next === null && t >= stop - lead;
   }
 
   /**

@@ -19,6 +19,7 @@ declare module '#held-share' {
     advance(t: number): boolean;
     take(cost: number, t: number): boolean;
     capacityAt(t: number): number;
+    dueAt(t: number): boolean;
     renewed(lease: ShareLease, sent: number, received: number): void;
   }
 }

@@ -58,4 +58,12 @@ describe('HeldShare', () => {
     expect(share.capacityAt(700)).toBe(7);
     expect(admitted(share, 700, 900)).toBeGreaterThan(4 + 200 / 20);
   });
+
+  it('renews 500 ms before its stop: late, so an evicted holder rarely has a next term out', () => {
+    const share = renewedShare();
+    // In its second term (5 s, ending from 7,000 ms): the stop is a margin before, at 6,000 ms.
+    share.advance(2_100);
+    expect(share.dueAt(5_499)).toBe(false);
+    expect(share.dueAt(5_500)).toBe(true);
+  });
 });
