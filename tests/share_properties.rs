@@ -723,6 +723,54 @@ fn a_bucket_full_beside_a_lease_stays_full_when_the_interval_lengthens() {
     assert_eq!(l.status(b"k", at(1_000.0)).remaining, 9.0);
 }
 
+/// A share whose next term holds nothing (its holder reported almost no demand, and the
+/// main bucket keeps its one token while it keeps parts) leaves the bucket full after its
+/// first term; raising the capacity keeps it full. The main bucket counts the share's terms
+/// from its last refill on, not the term that ended before it.
+#[test]
+fn a_bucket_full_beside_a_share_with_an_empty_term_stays_full_when_the_capacity_grows() {
+    let at = |ms: f64| Instant::from_millis(1.8e12 + ms);
+    let cost = |c: f64| Cost::new(c).unwrap();
+    let mut l = Limiter::new(1);
+    let one = OptionsPatch {
+        max_tokens: Some(1.0),
+        refill_every_seconds: Some(1.0),
+    };
+    l.set_options(one, at(0.0)).unwrap();
+    let ask = |rate: f64, renew: Option<u64>| LeaseAsk {
+        want: Cost::ZERO,
+        rate,
+        renew,
+    };
+    let share = l
+        .limit_shared(b"k", cost(0.0), None, None, ask(100.0, None), at(0.0))
+        .unwrap()
+        .lease
+        .expect("a share of the whole bucket");
+    let renewed = l
+        .limit_shared(
+            b"k",
+            cost(0.0),
+            None,
+            None,
+            ask(1e-9, Some(share.id)),
+            at(500.0),
+        )
+        .unwrap()
+        .lease
+        .expect("the share, renewed");
+    let next = renewed.next.expect("a next term");
+    assert_eq!(next.billionths, 0);
+    // After the first term (2 s) the bucket refills to its one token beside the empty term.
+    assert_eq!(l.status(b"k", at(5_000.0)).remaining, 1.0);
+    let seven = OptionsPatch {
+        max_tokens: Some(7.0),
+        refill_every_seconds: Some(7.0),
+    };
+    l.set_options(seven, at(5_000.0)).unwrap();
+    assert_eq!(l.status(b"k", at(5_000.0)).remaining, 7.0);
+}
+
 /// A share asked for while plain leases hold all but a fraction of a token of the capacity
 /// is not granted, whatever part of the refill is free: nothing is recorded for it.
 #[test]

@@ -264,23 +264,19 @@ pub fn rescale(
 }
 
 /// Brings the main bucket to `now` while part of it is out on `leases`, through every change
-/// of their terms up to then. A lease that ended by `now` ended at its last term's end,
-/// counted as fully used.
+/// of their terms from its last refill up to then (changes before it are already in it: a
+/// bucket made full at a call counts only the terms held from then). A lease that ended by
+/// `now` ended at its last term's end, counted as fully used.
 pub fn refill_through_leases(
     bucket: Bucket,
     leases: &[Lease],
     options: &Options,
     now: Instant,
 ) -> Option<Bucket> {
-    let mut out = leases.iter().fold(Out::default(), |out, l| {
-        let term = Term {
-            billionths: l.billionths,
-            parts: l.parts,
-        };
-        add(out, term, options)
-    });
+    let from = bucket.last_refill();
+    let mut out = out_at(leases, options, from);
     let mut current = Some(bucket);
-    let changes = changes(leases, options, Instant::default(), now);
+    let changes = changes(leases, options, from, now);
     let mut i = 0;
     while let Some(first) = changes.get(i) {
         let before = out;
