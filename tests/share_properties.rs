@@ -771,6 +771,34 @@ fn a_bucket_full_beside_a_share_with_an_empty_term_stays_full_when_the_capacity_
     assert_eq!(l.status(b"k", at(5_000.0)).remaining, 7.0);
 }
 
+/// `setOptions` that drops a full bucket whose leases have all ended drops the leases too:
+/// a clock that then reads earlier finds the key as a limiter rebuilt from its snapshots
+/// does (no bucket, no lease), not a lease live again beside no bucket.
+#[test]
+fn set_options_forgets_the_ended_leases_of_a_bucket_it_drops() {
+    let at = |ms: f64| Instant::from_millis(1.8e12 + ms);
+    let cost = |c: f64| Cost::new(c).unwrap();
+    let mut l = Limiter::new(1);
+    let ten = OptionsPatch {
+        max_tokens: Some(10.0),
+        refill_every_seconds: Some(1.0),
+    };
+    l.set_options(ten, at(0.0)).unwrap();
+    let leased = l
+        .limit_leased(b"k", cost(1.0), None, None, cost(2.0), at(100_000.0))
+        .unwrap();
+    assert_eq!(leased.moved, 2 * BILLION);
+    // By 200 s the lease (10 s) has ended and the bucket is full: a larger capacity drops it.
+    let twenty = OptionsPatch {
+        max_tokens: Some(20.0),
+        refill_every_seconds: None,
+    };
+    l.set_options(twenty, at(200_000.0)).unwrap();
+    assert!(l.snapshot(b"k").is_none());
+    // The clock reads 105 s: the key is full, as it is for a limiter that never saw it.
+    assert_eq!(l.status(b"k", at(105_000.0)).remaining, 20.0);
+}
+
 /// A share asked for while plain leases hold all but a fraction of a token of the capacity
 /// is not granted, whatever part of the refill is free: nothing is recorded for it.
 #[test]

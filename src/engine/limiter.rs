@@ -148,6 +148,9 @@ impl Limiter {
             new.max_tokens() > old.max_tokens() || new.interval_nanos() > old.interval_nanos();
         if unfills || new.unit() != old.unit() {
             let leases = &self.leases;
+            // Keys whose leases have all ended and whose bucket goes: their leases go too
+            // (a clock that later reads earlier must not find them live without a bucket).
+            let mut ended = Vec::new();
             self.store
                 .change_buckets_without_policy(|key, bucket, leased| {
                     if leased {
@@ -163,6 +166,7 @@ impl Limiter {
                             .is_none_or(|b| b.units() >= room);
                         if unfills && full {
                             if !leases.iter().any(|l| l.ends_at() > now) {
+                                ended.push(key.to_vec());
                                 return None;
                             }
                             return Some(Bucket::from_parts(new.capacity_units(), now));
@@ -175,6 +179,9 @@ impl Limiter {
                     }
                     convert(Some(bucket), &old, &new)
                 });
+            for key in ended {
+                self.leases.forget(&key);
+            }
         }
         self.options = new;
         Ok(())
