@@ -26,19 +26,21 @@ describe('HeldShare', () => {
     return share;
   }
 
+  /** A top-up's answer: one token moved, the current term raised to 7 tokens, one every 5 ms. */
+  const topUp = (ttlMs: number): ShareLease => ({
+    id: 7,
+    tokens: 1,
+    ttl_ms: ttlMs,
+    share: { capacity: 7, refill_every_ns: 5_000_000, term_ms: 5_000, next: FOUR },
+  });
+
   it('ignores the raised terms of a top-up decided in the term it has left meanwhile', () => {
     const share = renewedShare();
     // A top-up goes out at 1,990 ms; the object decides at 1,999 ms, 1 ms before the first
-    // term ends, and raises that term to 7 tokens, one every 5 ms (one token moved).
-    const topUp: ShareLease = {
-      id: 7,
-      tokens: 1,
-      ttl_ms: 1,
-      share: { capacity: 7, refill_every_ns: 5_000_000, term_ms: 5_000, next: FOUR },
-    };
+    // term ends (ttl 1 ms).
     // Before the answer comes (at 2,100 ms), the holder has moved on to the next term.
     share.advance(2_030);
-    share.renewed(topUp, 1_990, 2_100);
+    share.renewed(topUp(1), 1_990, 2_100);
     // The answer spoke of the term that has ended: the next term's 4 tokens and 50/s stay.
     expect(share.capacityAt(2_100)).toBe(4);
     expect(admitted(share, 2_100, 3_100)).toBeLessThanOrEqual(4 + 1_000 / 20);
@@ -46,15 +48,9 @@ describe('HeldShare', () => {
 
   it('takes the raised terms of a top-up decided in its current term', () => {
     const share = renewedShare();
-    const topUp: ShareLease = {
-      id: 7,
-      tokens: 1,
-      ttl_ms: 1_350,
-      share: { capacity: 7, refill_every_ns: 5_000_000, term_ms: 5_000, next: FOUR },
-    };
     // Out at 600 ms and back at 700 ms: the object decided in the first term (which it says
     // ends 1,350 ms after its decision).
-    share.renewed(topUp, 600, 700);
+    share.renewed(topUp(1_350), 600, 700);
     expect(share.capacityAt(700)).toBe(7);
     expect(admitted(share, 700, 900)).toBeGreaterThan(4 + 200 / 20);
   });
