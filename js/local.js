@@ -144,6 +144,9 @@ export class LocalLimits {
    */
   async #plainCall(entry, stub, key, cost, policy) {
     const now = this.#clock();
+    // A request all the same: while a lease call is in flight (a round trip may take longer
+    // than BUSY_MS), the requests keep the bucket busy.
+    entry.previousAt = now;
     if (entry.plainCalls === 0) entry.plainSince = now;
     const bucket = bucketOf(policy, entry.last);
     if (cost > 0 && bucket !== null) {

@@ -109,6 +109,37 @@ describe('LocalLimits', () => {
     expect(server.getStatus('k').remaining).toBe(1_000_000 - 2001);
   });
 
+  it('requests that make plain calls while a slow lease call is in flight keep the bucket busy', async () => {
+    const server = newServer();
+    const wants: (number | undefined)[] = [];
+    let release = () => {};
+    // A round trip of 300 ms for lease calls (longer than the 100 ms that counts as busy).
+    const stub = {
+      limit: async (key: string, cost?: number, policy?: RateLimiterOptions) => server.limit(key, cost, policy),
+      limitLeased: (key: string, cost?: number, policy?: RateLimiterOptions, lease?: RateLimitLeaseRequest) => {
+        wants.push(lease?.want);
+        const answer = server.limitLeased(key, cost, policy, lease);
+        return new Promise<typeof answer>((resolve) => (release = () => resolve(answer)));
+      },
+    };
+    const local = new LocalLimits({ clock: () => Date.now() });
+    const owner = {};
+    const ask = () => local.limit(owner, 'o', stub, 'k', 1, BIG);
+    const first = ask();
+    for (let t = 20; t <= 300; t += 20) {
+      at(t);
+      expect((await ask()).allowed).toBe(true); // a plain call of its own
+    }
+    release();
+    await first;
+    at(320);
+    const next = ask();
+    release();
+    await next;
+    // Requests kept coming every 20 ms: the next lease call asks for a lease.
+    expect(wants).toEqual([0, 1]);
+  });
+
   it('maxLease caps the want; maxLease 0 never leases', async () => {
     const server = newServer();
     const capped = isolate(server, { maxLease: 5 });
