@@ -318,13 +318,9 @@ export class LocalLimits {
     const { lease: granted, ...answered } = answer;
     const decision = this.#remember(entry, answered, received, true);
     if (granted?.share !== undefined) {
-      // A share without a whole token (the others hold the capacity) would only deny until its
-      // term ends: not kept; this isolate asks again as a denial's hold allows.
-      if (share === null) {
-        if (granted.share.capacity >= 1) entry.share = new HeldShare(granted, sent, received, this.#marginMs);
-      } else if (entry.share === share && share.id === granted.id) {
-        share.renewed(granted, sent, received);
-      }
+      // (The object grants no share without a whole token: 11.7.)
+      if (share === null) entry.share = new HeldShare(granted, sent, received, this.#marginMs);
+      else if (entry.share === share && share.id === granted.id) share.renewed(granted, sent, received);
     }
     const held = entry.share?.advance(received) ? entry.share.tokens : 0;
     return { ...decision, remaining: decision.remaining + held };

@@ -568,6 +568,27 @@ proptest! {
     }
 }
 
+/// `ms` milliseconds after the start of a rule test (a realistic epoch).
+fn at(ms: f64) -> Instant {
+    Instant::from_millis(1.8e12 + ms)
+}
+
+/// `tokens` as a cost.
+fn cost(tokens: f64) -> Cost {
+    Cost::new(tokens).unwrap()
+}
+
+/// A limiter whose instance options are `max_tokens`, one refilled every `seconds`.
+fn limiter(max_tokens: f64, seconds: f64) -> Limiter {
+    let mut l = Limiter::new(1);
+    let options = OptionsPatch {
+        max_tokens: Some(max_tokens),
+        refill_every_seconds: Some(seconds),
+    };
+    l.set_options(options, at(0.0)).unwrap();
+    l
+}
+
 /// A top-up the object decides in the last moment of a term, whose answer comes after the
 /// holder has moved on to the next term, speaks of the term that ended: the holder must not
 /// raise its next term with it. (Requests every 7 ms from 1.9 s empty the share, and the one
@@ -622,14 +643,9 @@ fn a_late_top_up_does_not_raise_the_next_term() {
 /// take half of the main bucket's refill, which it could not use.
 #[test]
 fn a_top_up_raises_the_refill_only_up_to_what_the_holder_wants() {
-    let now = Instant::from_millis(1.8e12);
+    let now = at(0.0);
     let one = Cost::new(1.0).unwrap();
-    let mut l = Limiter::new(1);
-    let ten = OptionsPatch {
-        max_tokens: Some(10.0),
-        refill_every_seconds: Some(0.1),
-    };
-    l.set_options(ten, now).unwrap();
+    let mut l = limiter(10.0, 0.1);
     // 2 tokens/s of a 10/s refill: it wants 30% of it, and gets that (and 3 tokens).
     let ask = LeaseAsk {
         want: Cost::ZERO,
@@ -699,14 +715,7 @@ fn a_share_keeps_the_object_out_of_an_overload() {
 /// interval (2.4): its room beside the lease, as a bucket without leases stays full.
 #[test]
 fn a_bucket_full_beside_a_lease_stays_full_when_the_interval_lengthens() {
-    let at = |ms: f64| Instant::from_millis(1.8e12 + ms);
-    let cost = |c: f64| Cost::new(c).unwrap();
-    let mut l = Limiter::new(1);
-    let tenth = OptionsPatch {
-        max_tokens: Some(10.0),
-        refill_every_seconds: Some(0.1),
-    };
-    l.set_options(tenth, at(0.0)).unwrap();
+    let mut l = limiter(10.0, 0.1);
     // A plain lease of one token, live for 10 s; three tokens consumed: by 1 s the bucket is
     // full beside the lease (9 tokens), its last recorded refill at 0 s.
     let leased = l
@@ -729,14 +738,7 @@ fn a_bucket_full_beside_a_lease_stays_full_when_the_interval_lengthens() {
 /// from its last refill on, not the term that ended before it.
 #[test]
 fn a_bucket_full_beside_a_share_with_an_empty_term_stays_full_when_the_capacity_grows() {
-    let at = |ms: f64| Instant::from_millis(1.8e12 + ms);
-    let cost = |c: f64| Cost::new(c).unwrap();
-    let mut l = Limiter::new(1);
-    let one = OptionsPatch {
-        max_tokens: Some(1.0),
-        refill_every_seconds: Some(1.0),
-    };
-    l.set_options(one, at(0.0)).unwrap();
+    let mut l = limiter(1.0, 1.0);
     let ask = |rate: f64, renew: Option<u64>| LeaseAsk {
         want: Cost::ZERO,
         rate,
@@ -776,14 +778,7 @@ fn a_bucket_full_beside_a_share_with_an_empty_term_stays_full_when_the_capacity_
 /// does (no bucket, no lease), not a lease live again beside no bucket.
 #[test]
 fn set_options_forgets_the_ended_leases_of_a_bucket_it_drops() {
-    let at = |ms: f64| Instant::from_millis(1.8e12 + ms);
-    let cost = |c: f64| Cost::new(c).unwrap();
-    let mut l = Limiter::new(1);
-    let ten = OptionsPatch {
-        max_tokens: Some(10.0),
-        refill_every_seconds: Some(1.0),
-    };
-    l.set_options(ten, at(0.0)).unwrap();
+    let mut l = limiter(10.0, 1.0);
     let leased = l
         .limit_leased(b"k", cost(1.0), None, None, cost(2.0), at(100_000.0))
         .unwrap();
@@ -803,14 +798,8 @@ fn set_options_forgets_the_ended_leases_of_a_bucket_it_drops() {
 /// is not granted, whatever part of the refill is free: nothing is recorded for it.
 #[test]
 fn no_share_is_granted_when_leases_hold_the_capacity() {
-    let now = Instant::from_millis(1.8e12);
-    let cost = |c: f64| Cost::new(c).unwrap();
-    let mut l = Limiter::new(1);
-    let two = OptionsPatch {
-        max_tokens: Some(2.0),
-        refill_every_seconds: Some(1.0),
-    };
-    l.set_options(two, now).unwrap();
+    let now = at(0.0);
+    let mut l = limiter(2.0, 1.0);
     // Leases of 1 and then 0.5 tokens: half a token of capacity is left free.
     for tokens in [1.0, 0.5] {
         let d = l

@@ -489,7 +489,7 @@ impl Limiter {
                     self.leases.forget(key);
                 }
                 None => {
-                    // Full beside leases that hold none of it now (shares without a token):
+                    // Full beside leases that hold none of it now (shares in an empty term):
                     // kept, so the leases are saved with it.
                     let held = out_at(&leases, options, now).units;
                     remembered = own;
