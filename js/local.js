@@ -47,6 +47,8 @@ class Entry {
   share = null;
   demand = 0;
   demandSince = null;
+  /** The rate last reported: it stands in for the part of a second before a short measure. */
+  reportedRate = 0;
   /**
    * Whether a call that settles or takes a lease is in flight. Requests on the bucket meanwhile
    * make plain calls: awaiting another request's call is not allowed in Workers (the wait
@@ -302,6 +304,7 @@ export class LocalLimits {
     const request = cost === 0 ? {} : { want: entry.want };
     if (share === null || cost === 0) {
       request.rate = Math.max(rate, Number.MIN_VALUE);
+      entry.reportedRate = rate;
       entry.demand = 0;
       entry.demandSince = sent;
     }
@@ -408,9 +411,16 @@ const PRESSURE = 0.25;
 /** Demand is measured over at most this long without a share (ms), and at least a second. */
 const DEMAND_MS = 10_000;
 
-/** The tokens per second asked for on `entry` since its demand was last reset. */
+/**
+ * The tokens per second asked for on `entry` since its demand was last reset, over at least a
+ * second: when less has passed since the last report, the rate reported then fills the rest of
+ * the second (a share's first renewal comes half a second after its grant, and counting that
+ * half second as a whole one reported half the demand).
+ */
 function demandRate(entry, now) {
-  return entry.demand / (Math.max(1_000, now - entry.demandSince) / 1_000);
+  const elapsed = now - entry.demandSince;
+  const before = elapsed < 1_000 ? (entry.reportedRate * (1_000 - elapsed)) / 1_000 : 0;
+  return (entry.demand + before) / (Math.max(1_000, elapsed) / 1_000);
 }
 
 /**

@@ -169,6 +169,34 @@ describe('LocalLimits with shares', () => {
     expect(rates[0]).toBeLessThanOrEqual(21);
   });
 
+  it('reports its whole demand at the renewal that comes half a second after the grant', async () => {
+    const server = new RateLimiterServer({} as Ctx, {});
+    const rates: number[] = [];
+    const stub = {
+      limit: async (key: string, cost?: number, policy?: RateLimiterOptions) => server.limit(key, cost, policy),
+      limitLeased: async (key: string, cost?: number, policy?: RateLimiterOptions, lease?: RateLimitLeaseRequest) => {
+        if (lease?.rate !== undefined) rates.push(lease.rate);
+        return server.limitLeased(key, cost, policy, lease);
+      },
+    };
+    const local = new LocalLimits({ clock: () => Date.now(), shares: true });
+    const background: Promise<unknown>[] = [];
+    const owner = {};
+    // 200 requests a second on a bucket of 300 that refills 100 a second: it runs low after
+    // about 2 s, when the share is asked for with the demand of those 2 s; its first term
+    // is renewed half a second later.
+    const policy: RateLimiterOptions = { max_tokens: 300, refill_every_seconds: 0.01 };
+    for (let ms = 0; ms < 6_000; ms += 5) {
+      at(ms);
+      await local.limit(owner, 'o', stub, 'k', 1, policy, (promise) => background.push(promise));
+      await Promise.all(background.splice(0));
+    }
+    expect(rates.length).toBeGreaterThanOrEqual(2);
+    // Half a second since the last report is not counted as a whole second (which reported
+    // half the demand): the rate reported then fills the rest of the second.
+    for (const rate of rates) expect(rate).toBeGreaterThanOrEqual(180);
+  });
+
   it('renews in the background: the request that starts it is answered without waiting', async () => {
     const server = new RateLimiterServer({} as Ctx, {});
     const { ask, calls, background } = isolate(server);
