@@ -413,13 +413,15 @@ const DEMAND_MS = 10_000;
 
 /**
  * The tokens per second asked for on `entry` since its demand was last reset, over at least a
- * second: when less has passed since the last report, the rate reported then fills the rest of
- * the second (a share's first renewal comes half a second after its grant, and counting that
- * half second as a whole one reported half the demand).
+ * second: when less has passed since the share held was granted or renewed, the rate reported
+ * then fills the rest of the second (its first renewal comes half a second after its grant,
+ * and counting that half second as a whole one reported half the demand). Without a share,
+ * a short measure counts as a second: an isolate asks only with the demand of a whole one.
  */
 function demandRate(entry, now) {
   const elapsed = now - entry.demandSince;
-  const before = elapsed < 1_000 ? (entry.reportedRate * (1_000 - elapsed)) / 1_000 : 0;
+  const rest = entry.share !== null && elapsed < 1_000 ? 1_000 - elapsed : 0;
+  const before = (entry.reportedRate * rest) / 1_000;
   return (entry.demand + before) / (Math.max(1_000, elapsed) / 1_000);
 }
 
