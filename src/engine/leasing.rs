@@ -5,13 +5,14 @@
 
 use super::bucket::{wait_for, Bucket};
 use super::lease::{Lease, Term, FIRST_TERM_NANOS, LEASE_TTL_NANOS, SHARE_TERM_NANOS};
-use super::limiter::{give_back, LeaseAsk, Limiter, Settlement, View};
+use super::limiter::{give_back, LeaseAsk, Limiter, Settlement};
 use super::options::{Cost, Options, UNITS_PER_TOKEN};
 use super::share::{
     allocate, billionths_of, free_parts, free_units, main_period, main_period_beside, others,
     out_at, rescale, term_units, wanted_parts, RATE_PARTS,
 };
 use super::time::Instant;
+use super::view::View;
 
 /// What a grant leaves: the main bucket, the lease granted or renewed, and the units of the
 /// options moved into it.

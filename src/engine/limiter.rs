@@ -1,25 +1,23 @@
 //! The keyed limiter: instance options plus one lazy bucket, and maybe a policy, per key.
 
-use super::bucket::{
-    self, convert, full_at, refill, refill_every, take, wait_for, wait_for_full, Bucket, Status,
-};
+use super::bucket::{self, convert, refill, take, wait_for, wait_for_full, Bucket, Status};
 use super::error::{decimal, join, Error};
 use super::lease::{Lease, Leases};
 use super::leasing::leased_wait;
 use super::options::{Cost, Options, OptionsPatch, UNITS_PER_TOKEN};
-use super::share::{main_period, out_at, refill_through_leases, wait_through_leases};
-use super::snapshot::{KeyedSnapshot, Snapshot, StoredSnapshot};
+use super::share::{out_at, refill_through_leases, wait_through_leases};
 use super::store::Store;
 use super::time::{ceil_millis, Instant};
+use super::view::View;
 
 /// A token-bucket rate limiter over byte-string keys. Time is an argument of every call.
 #[derive(Clone)]
 pub struct Limiter {
-    options: Options,
-    store: Store,
+    pub(super) options: Options,
+    pub(super) store: Store,
     pub(super) leases: Leases,
     /// Keys with leases after the last pass that dropped expired ones everywhere.
-    leased_keys_at_last_pass: usize,
+    pub(super) leased_keys_at_last_pass: usize,
 }
 
 /// A holder's report on a lease it took: how much of it it spent. For a share, what its
@@ -93,31 +91,6 @@ pub struct AllDecision {
     pub retry_after_ms: Option<f64>,
     /// One per request, in order. When denied, each says whether that limit had room.
     pub results: Vec<Decision>,
-}
-
-/// A key's bucket as it stands at `now` under the options a call uses.
-pub(super) struct View {
-    /// Where the key's bucket is stored, if it still is after refilling.
-    pub(super) at: Option<usize>,
-    pub(super) current: Option<Bucket>,
-    pub(super) options: Options,
-    /// The policy the key keeps after the call.
-    pub(super) policy: Option<Options>,
-    /// The call brought no policy but the key had one: once its bucket is full again, the
-    /// key is forgotten and the same call meets the instance options.
-    pub(super) remembered: bool,
-    /// Units out on live leases (under `options`), and when the last of them expires.
-    pub(super) leased: u64,
-    pub(super) last_expiry: Option<Instant>,
-    /// The live leases.
-    pub(super) live: Vec<Lease>,
-}
-
-impl View {
-    /// Whether a live lease is a share: then waits walk the terms of every lease.
-    fn shared(&self) -> bool {
-        self.live.iter().any(Lease::is_share)
-    }
 }
 
 impl Limiter {
@@ -377,221 +350,8 @@ impl Limiter {
         self.store.position(key).is_some()
     }
 
-    /// The snapshot of `key`'s bucket, or `None` when the key holds no bucket (it is full).
-    pub fn snapshot(&self, key: &[u8]) -> Option<StoredSnapshot> {
-        let (bucket, policy) = self.store.get(self.store.position(key)?)?;
-        Some(self.stored(key, bucket, policy))
-    }
-
-    /// The snapshots of every bucket without a policy of its own (those that follow the
-    /// instance options, and so change when they do).
-    pub fn snapshots_without_policy(&self) -> Vec<KeyedSnapshot> {
-        self.store
-            .entries()
-            .filter(|(_, _, policy)| policy.is_none())
-            .map(|(key, bucket, policy)| KeyedSnapshot {
-                key: key.to_vec(),
-                snapshot: self.stored(key, bucket, policy),
-            })
-            .collect()
-    }
-
-    fn stored(&self, key: &[u8], bucket: Bucket, policy: Option<Options>) -> StoredSnapshot {
-        let leases = self.leases.of(key).to_vec();
-        // With leases out, its refill may wait for them, and what is left when they end is
-        // at least nothing: full a whole refill after the last one ends, at the latest.
-        let from = match leases.iter().map(Lease::ends_at).max() {
-            Some(last) => Bucket::from_parts(0, last.max(bucket.last_refill())),
-            None => bucket,
-        };
-        StoredSnapshot {
-            full_at_nanos: full_at(from, &policy.unwrap_or(self.options)),
-            bytes: Snapshot {
-                bucket,
-                policy,
-                leases,
-            }
-            .encode(),
-            has_policy: policy.is_some(),
-        }
-    }
-
-    /// Puts back the bucket of a snapshot's bytes ([`StoredSnapshot::bytes`]), unless `key`
-    /// holds one already. One that has refilled to full by `now` is not stored (a full
-    /// bucket is no bucket). `field` names the snapshot in the error when it cannot be read.
-    pub fn restore(
-        &mut self,
-        key: &[u8],
-        bytes: &[u8],
-        field: &str,
-        now: Instant,
-    ) -> Result<(), Error> {
-        let Snapshot {
-            bucket,
-            policy,
-            leases,
-        } = Snapshot::decode(bytes, field)?;
-        if self.holds(key) {
-            return Ok(());
-        }
-        let options = policy.unwrap_or(self.options);
-        // Stored as saved (reads do not refill stored buckets either), unless full by now.
-        // (With leases out it is never full, whatever its units: they clamp at its room.)
-        let live = leases.iter().any(|l| l.ends_at() > now);
-        let alive = live
-            || ((!leases.is_empty() || bucket.units() < options.capacity_units())
-                && refill_through_leases(bucket, &leases, &options, now).is_some());
-        if alive {
-            let leased = !leases.is_empty();
-            self.leases.restore(key, &leases);
-            let options = self.options;
-            self.store
-                .insert(key, bucket, policy, leased, &options, now);
-        }
-        Ok(())
-    }
-
     fn resolve(&self, policy: Option<OptionsPatch>) -> Result<Option<Options>, Error> {
         policy.map(|p| self.options.patched(p)).transpose()
-    }
-
-    /// Brings the stored bucket of `key` up to `now` under the options it had (forgetting a
-    /// bucket that became full, together with its policy),
-    /// then sees it under `policy` if the call gives one: tokens clamp to the new capacity
-    /// and progress since the last refill counts in the new interval.
-    pub(super) fn view(&mut self, key: &[u8], policy: Option<Options>, now: Instant) -> View {
-        let mut remembered = None;
-        let mut current = None;
-        let mut stored_at = None;
-        let leases = if self.leases.is_empty() {
-            Vec::new()
-        } else {
-            self.leases.of(key).to_vec()
-        };
-        if let Some((at, (bucket, own))) = self
-            .store
-            .position(key)
-            .and_then(|at| Some((at, self.store.get(at)?)))
-        {
-            // The refill is not written back: reads change nothing (a later options change
-            // meets the bucket as the last call that changed it left it), so a copy saved
-            // at each change is the whole state.
-            let options = own.as_ref().unwrap_or(&self.options);
-            match refill_through_leases(bucket, &leases, options, now) {
-                Some(refilled) => {
-                    remembered = own;
-                    current = Some(refilled);
-                    stored_at = Some(at);
-                }
-                None if !leases.iter().any(|l| l.ends_at() > now) => {
-                    // Full, and every lease it had has ended: nothing of it is left.
-                    self.store.remove(at);
-                    self.leases.forget(key);
-                }
-                None => {
-                    // Full beside leases that hold none of it now (shares in an empty term):
-                    // kept, so the leases are saved with it.
-                    let held = out_at(&leases, options, now).units;
-                    remembered = own;
-                    current = Some(Bucket::from_parts(
-                        options.capacity_units().saturating_sub(held),
-                        now,
-                    ));
-                    stored_at = Some(at);
-                }
-            }
-        }
-        let before = remembered.unwrap_or(self.options);
-        let options = policy.unwrap_or(before);
-        let live: Vec<Lease> = leases
-            .into_iter()
-            .filter(|l| l.ends_at() > now)
-            .map(|l| l.advanced(now))
-            .collect();
-        if policy.is_some() && options != before {
-            let full =
-                current.map(|b| Bucket::from_parts(options.capacity_units(), b.last_refill()));
-            current = convert(current, &before, &options);
-            if !live.is_empty() {
-                // Never full with leases out: the refill below clamps it to its room.
-                current = current.or(full);
-            }
-        }
-        let out = out_at(&live, &options, now);
-        let leased = out.units;
-        let period = main_period(&options, out.parts);
-        let mut current = refill_every(current, leased, period, &options, now);
-        if leased > 0 && current.is_none() {
-            // Full, while leases hold part of it: its room beside them, banking nothing.
-            let room = options.capacity_units().saturating_sub(leased);
-            current = Some(Bucket::from_parts(room, now));
-        }
-        View {
-            at: stored_at,
-            current,
-            options,
-            policy: policy.or(remembered),
-            remembered: policy.is_none() && remembered.is_some(),
-            leased,
-            last_expiry: live.iter().map(Lease::ends_at).max(),
-            live,
-        }
-    }
-
-    /// Stores the state a call left at the key's position `at` (as its view found it): a full
-    /// bucket is not stored at all (nor its policy).
-    pub(super) fn commit(
-        &mut self,
-        key: &[u8],
-        at: Option<usize>,
-        next: Option<Bucket>,
-        policy: Option<Options>,
-        now: Instant,
-    ) {
-        // Leases that expired ended with this change (the view counted them as used).
-        let leased = !self.leases.is_empty() && {
-            self.leases.drop_expired(key, now);
-            !self.leases.of(key).is_empty()
-        };
-        // A key with leases keeps a bucket, so its leases are saved with it: full is its
-        // room beside them.
-        let next = match next {
-            None if leased => {
-                let options = policy.unwrap_or(self.options);
-                let held = out_at(self.leases.of(key), &options, now).units;
-                Some(Bucket::from_parts(
-                    options.capacity_units().saturating_sub(held),
-                    now,
-                ))
-            }
-            other => other,
-        };
-        match (at, next) {
-            (Some(at), Some(bucket)) => {
-                self.store.set(at, bucket, policy);
-                self.store.set_leased(at, leased);
-            }
-            (Some(at), None) => self.store.remove(at),
-            (None, Some(bucket)) => {
-                let options = self.options;
-                self.store
-                    .insert(key, bucket, policy, leased, &options, now);
-            }
-            (None, None) => {}
-        }
-    }
-
-    /// When the keys with leases have doubled since the last pass, ends every expired lease
-    /// (amortised O(1) per lease), so leases of keys nobody calls again do not pile up.
-    pub(super) fn expire_leases_everywhere(&mut self, now: Instant) {
-        if self.leases.len() < 2 * self.leased_keys_at_last_pass.max(16) {
-            return;
-        }
-        for key in self.leases.keys_with_expired(now) {
-            let view = self.view(&key, None, now);
-            self.commit(&key, view.at, view.current, view.policy, now);
-        }
-        self.leased_keys_at_last_pass = self.leases.len();
     }
 
     /// The report of a call that left `state`. When denied, the wait is exact for the same

@@ -11,6 +11,7 @@ mod share;
 mod snapshot;
 mod store;
 mod time;
+mod view;
 
 pub use bucket::Status;
 pub use error::{decimal, join, Error, JsNumber, Spelling};

@@ -1,5 +1,6 @@
 //! Snapshots: a bucket as bytes, for callers that keep buckets outside memory (the durable
-//! class writes them to Durable Object storage and reads them back after an eviction).
+//! class writes them to Durable Object storage and reads them back after an eviction), and
+//! the limiter's side of it: the snapshot of a key, and a key's bucket put back from one.
 //!
 //! Layout, little-endian: version (1 byte), flags (1 byte: bit 0 = has a policy, bit 1 = has
 //! leases), units (u64), last refill (u64 ns since the epoch), then with a policy its
@@ -11,10 +12,12 @@
 //! unit of the options the bucket had when it was saved; [`Options::new`] rebuilds a policy
 //! exactly from its two numbers.
 
-use super::bucket::Bucket;
+use super::bucket::{full_at, Bucket};
 use super::error::Error;
 use super::lease::{Lease, Term, MAX_LEASES_PER_KEY};
+use super::limiter::Limiter;
 use super::options::Options;
+use super::share::refill_through_leases;
 use super::time::Instant;
 
 const VERSION: u8 = 1;
@@ -201,6 +204,83 @@ impl Snapshot {
             ),
             policy,
         })
+    }
+}
+
+/// Snapshots of the limiter's buckets, and buckets put back from them.
+impl Limiter {
+    /// The snapshot of `key`'s bucket, or `None` when the key holds no bucket (it is full).
+    pub fn snapshot(&self, key: &[u8]) -> Option<StoredSnapshot> {
+        let (bucket, policy) = self.store.get(self.store.position(key)?)?;
+        Some(self.stored(key, bucket, policy))
+    }
+
+    /// The snapshots of every bucket without a policy of its own (those that follow the
+    /// instance options, and so change when they do).
+    pub fn snapshots_without_policy(&self) -> Vec<KeyedSnapshot> {
+        self.store
+            .entries()
+            .filter(|(_, _, policy)| policy.is_none())
+            .map(|(key, bucket, policy)| KeyedSnapshot {
+                key: key.to_vec(),
+                snapshot: self.stored(key, bucket, policy),
+            })
+            .collect()
+    }
+
+    fn stored(&self, key: &[u8], bucket: Bucket, policy: Option<Options>) -> StoredSnapshot {
+        let leases = self.leases.of(key).to_vec();
+        // With leases out, its refill may wait for them, and what is left when they end is
+        // at least nothing: full a whole refill after the last one ends, at the latest.
+        let from = match leases.iter().map(Lease::ends_at).max() {
+            Some(last) => Bucket::from_parts(0, last.max(bucket.last_refill())),
+            None => bucket,
+        };
+        StoredSnapshot {
+            full_at_nanos: full_at(from, &policy.unwrap_or(self.options)),
+            bytes: Snapshot {
+                bucket,
+                policy,
+                leases,
+            }
+            .encode(),
+            has_policy: policy.is_some(),
+        }
+    }
+
+    /// Puts back the bucket of a snapshot's bytes ([`StoredSnapshot::bytes`]), unless `key`
+    /// holds one already. One that has refilled to full by `now` is not stored (a full
+    /// bucket is no bucket). `field` names the snapshot in the error when it cannot be read.
+    pub fn restore(
+        &mut self,
+        key: &[u8],
+        bytes: &[u8],
+        field: &str,
+        now: Instant,
+    ) -> Result<(), Error> {
+        let Snapshot {
+            bucket,
+            policy,
+            leases,
+        } = Snapshot::decode(bytes, field)?;
+        if self.holds(key) {
+            return Ok(());
+        }
+        let options = policy.unwrap_or(self.options);
+        // Stored as saved (reads do not refill stored buckets either), unless full by now.
+        // (With leases out it is never full, whatever its units: they clamp at its room.)
+        let live = leases.iter().any(|l| l.ends_at() > now);
+        let alive = live
+            || ((!leases.is_empty() || bucket.units() < options.capacity_units())
+                && refill_through_leases(bucket, &leases, &options, now).is_some());
+        if alive {
+            let leased = !leases.is_empty();
+            self.leases.restore(key, &leases);
+            let options = self.options;
+            self.store
+                .insert(key, bucket, policy, leased, &options, now);
+        }
+        Ok(())
     }
 }
 
