@@ -332,9 +332,8 @@ export class LocalLimits {
   /** Starts a share's renewal in the background when it is due and no call is in flight. */
   #renewIfDue(entry, stub, key, policy, waitUntil, now) {
     if (entry.leasing || entry.share === null || !entry.share.dueAt(now)) return;
-    // Once the bucket has room again, or its demand is below what a share is asked for
-    // with, the share is left to end with its term: plain leases serve it as well.
-    if (!underPressure(entry) || !worthAShare(entry, policy, now)) return;
+    // Once the bucket has room again, the share is left to end with its term.
+    if (!underPressure(entry)) return;
     const renewal = leasing(entry, () => this.#shareCall(entry, stubOf(stub), key, 0, policy)).then(
       () => {},
       () => {}, // a renewal that fails leaves the share to end with its term

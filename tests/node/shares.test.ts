@@ -197,30 +197,6 @@ describe('LocalLimits with shares', () => {
     for (const rate of rates) expect(rate).toBeGreaterThanOrEqual(180);
   });
 
-  it('stops renewing once its demand falls below what a share is asked for with', async () => {
-    const server = new RateLimiterServer({} as Ctx, {});
-    const { ask, calls, background } = isolate(server);
-    const renewalsFrom = (from: number) => calls.slice(from).filter((c) => c === 'renew').length;
-    // 200 requests a second on 100 a second: a share, renewed.
-    for (let ms = 0; ms < 4_000; ms += 5) {
-      at(ms);
-      await ask();
-      await Promise.all(background.splice(0));
-    }
-    expect(renewalsFrom(0)).toBeGreaterThanOrEqual(1);
-    // Then 2 a second (a share needs 8 here), while other isolates keep the bucket low.
-    let mark = 0;
-    for (let ms = 4_000; ms < 20_000; ms += 10) {
-      at(ms);
-      server.limit('k', 1, TEN);
-      if (ms % 500 === 0) await ask();
-      await Promise.all(background.splice(0));
-      if (ms === 10_000) mark = calls.length;
-    }
-    // The term running when demand fell may still be renewed on the demand before; none after.
-    expect(renewalsFrom(mark)).toBe(0);
-  });
-
   it('renews in the background: the request that starts it is answered without waiting', async () => {
     const server = new RateLimiterServer({} as Ctx, {});
     const { ask, calls, background } = isolate(server);
