@@ -116,6 +116,19 @@ function isolate(server: RateLimiterServer) {
   return { local, ask, calls, background };
 }
 
+/** A stub of `server` that keeps the demand (`rate`) of every call that reports one. */
+function reportingRates(server: RateLimiterServer) {
+  const rates: number[] = [];
+  const stub = {
+    limit: async (key: string, cost?: number, policy?: RateLimiterOptions) => server.limit(key, cost, policy),
+    limitLeased: async (key: string, cost?: number, policy?: RateLimiterOptions, lease?: RateLimitLeaseRequest) => {
+      if (lease?.rate !== undefined) rates.push(lease.rate);
+      return server.limitLeased(key, cost, policy, lease);
+    },
+  };
+  return { stub, rates };
+}
+
 describe('LocalLimits with shares', () => {
   it('at 10x the limit for 30 s: exact, and the object hears about one call a second', async () => {
     const server = new RateLimiterServer({} as Ctx, {});
@@ -142,14 +155,7 @@ describe('LocalLimits with shares', () => {
   it('asks for a share only with demand for the refill of 8 tokens of capacity (8/s here)', async () => {
     const asked = async (everyMs: number) => {
       const server = new RateLimiterServer({} as Ctx, {});
-      const rates: number[] = [];
-      const stub = {
-        limit: async (key: string, cost?: number, policy?: RateLimiterOptions) => server.limit(key, cost, policy),
-        limitLeased: async (key: string, cost?: number, policy?: RateLimiterOptions, lease?: RateLimitLeaseRequest) => {
-          if (lease?.rate !== undefined) rates.push(lease.rate);
-          return server.limitLeased(key, cost, policy, lease);
-        },
-      };
+      const { stub, rates } = reportingRates(server);
       const local = new LocalLimits({ clock: () => Date.now(), shares: true });
       const owner = {};
       // Other isolates keep the bucket near empty: one call every 50 ms (20/s).
@@ -171,14 +177,7 @@ describe('LocalLimits with shares', () => {
 
   it('reports its whole demand at the renewal that comes half a second after the grant', async () => {
     const server = new RateLimiterServer({} as Ctx, {});
-    const rates: number[] = [];
-    const stub = {
-      limit: async (key: string, cost?: number, policy?: RateLimiterOptions) => server.limit(key, cost, policy),
-      limitLeased: async (key: string, cost?: number, policy?: RateLimiterOptions, lease?: RateLimitLeaseRequest) => {
-        if (lease?.rate !== undefined) rates.push(lease.rate);
-        return server.limitLeased(key, cost, policy, lease);
-      },
-    };
+    const { stub, rates } = reportingRates(server);
     const local = new LocalLimits({ clock: () => Date.now(), shares: true });
     const background: Promise<unknown>[] = [];
     const owner = {};
