@@ -12,6 +12,8 @@ const SF_INTEGER_MAX = 999_999_999_999_999;
  *   that binds: the denied one with the longest wait, else the one with the fewest tokens;
  * - `Retry-After` (seconds) on a denied decision that waiting can satisfy.
  * Times are rounded up and tokens down, so a client that follows them is never early.
+ * `options.standardHeaders: false` leaves out the first two, `options.legacyHeaders: false`
+ * the `X-RateLimit-*` ones; `Retry-After` is always there when waiting helps.
  */
 export function rateLimitHeaders(decision, options = {}) {
   if (typeof decision !== 'object' || decision === null) {
@@ -20,26 +22,33 @@ export function rateLimitHeaders(decision, options = {}) {
   if (typeof options !== 'object' || options === null) {
     throw new TypeError(`options must be an object, got ${options}`);
   }
+  const { standardHeaders = true, legacyHeaders = true } = options;
+  for (const [field, value] of [['standardHeaders', standardHeaders], ['legacyHeaders', legacyHeaders]]) {
+    if (typeof value !== 'boolean') throw new TypeError(`options.${field} must be a boolean, got ${value}`);
+  }
   const limits = Array.isArray(decision.results) ? decision.results : [decision];
   limits.forEach(checkDecision);
   const names = policyNames(options.name, limits.length);
   if (limits.length === 0) return {}; // limitAll([]): no limit, nothing to report
 
-  const headers = {
-    'RateLimit-Policy': limits
+  const headers = {};
+  if (standardHeaders) {
+    headers['RateLimit-Policy'] = limits
       .map((d, i) => {
         const window = typeof d.window_ms === 'number' ? `;w=${seconds(d.window_ms)}` : '';
         return `${names[i]};q=${integer(d.limit)}${window}`;
       })
-      .join(', '),
-    'RateLimit': limits
+      .join(', ');
+    headers['RateLimit'] = limits
       .map((d, i) => `${names[i]};r=${integer(Math.floor(d.remaining))};t=${seconds(d.reset_in_ms)}`)
-      .join(', '),
-  };
-  const binding = bindingLimit(limits, decision.allowed);
-  headers['X-RateLimit-Limit'] = String(integer(binding.limit));
-  headers['X-RateLimit-Remaining'] = String(integer(Math.floor(binding.remaining)));
-  headers['X-RateLimit-Reset'] = String(seconds(binding.reset_in_ms));
+      .join(', ');
+  }
+  if (legacyHeaders) {
+    const binding = bindingLimit(limits, decision.allowed);
+    headers['X-RateLimit-Limit'] = String(integer(binding.limit));
+    headers['X-RateLimit-Remaining'] = String(integer(Math.floor(binding.remaining)));
+    headers['X-RateLimit-Reset'] = String(seconds(binding.reset_in_ms));
+  }
   if (decision.allowed === false && typeof decision.retry_after_ms === 'number') {
     headers['Retry-After'] = String(Math.max(1, seconds(decision.retry_after_ms)));
   }

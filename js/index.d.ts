@@ -87,12 +87,17 @@ export interface RateLimitHeadersOptions {
    * `"default"`; for a `limitAll` decision `name-1`, `name-2`…, or one name per limit.
    */
   name?: string | string[];
+  /** `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers-11). Default true. */
+  standardHeaders?: boolean;
+  /** `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset`. Default true. */
+  legacyHeaders?: boolean;
 }
 
 /**
  * Response headers for a decision: IETF `RateLimit-Policy` and `RateLimit`
  * (draft-ietf-httpapi-ratelimit-headers-11), `X-RateLimit-Limit`, `X-RateLimit-Remaining`,
- * `X-RateLimit-Reset`, and `Retry-After` on a denied decision that waiting can satisfy.
+ * `X-RateLimit-Reset` (each group unless turned off), and `Retry-After` on a denied
+ * decision that waiting can satisfy (always).
  */
 export declare function rateLimitHeaders(
   decision: RateLimitDecision | RateLimitAllDecision,

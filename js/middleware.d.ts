@@ -103,6 +103,12 @@ export interface RateLimitMiddlewareOptions<E = any, C = unknown> {
   /** Tokens this request takes from every policy. Default 1. */
   cost?: number | ((request: Request, env: E, context: C) => number | Promise<number>);
   /**
+   * Requests for which this returns `true` (health checks, an allow-list) go to the handler
+   * with no decision: no call, no tokens, no headers. Called before `key`; must return a
+   * boolean.
+   */
+  skip?(request: Request, env: E, context: C): boolean | Promise<boolean>;
+  /**
    * The response to a denied request, instead of the problem+json 429. The rate-limit
    * headers are added to it (headers it already has are kept; RateLimit lists are appended).
    */
@@ -128,18 +134,28 @@ export interface RateLimitMiddlewareOptions<E = any, C = unknown> {
    * request still makes its one `limitAll` call. Default `false`.
    */
   local?: boolean | LocalLimitsOptions | LocalLimits;
+  /** `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers-11). Default true. */
+  standardHeaders?: boolean;
+  /** `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset`. Default true. */
+  legacyHeaders?: boolean;
 }
 
 /** The outcome of `checkRateLimit`. */
 export interface RateLimitCheck {
   /** Answer this instead of running the handler (the 429, or the 503 when failing closed); null: go on. */
   response: Response | null;
-  /** The rate-limit headers for the handler's response (none when the limiter failed). */
+  /**
+   * The rate-limit headers for the handler's response (none when the limiter failed or the
+   * request was skipped). `Retry-After` goes on every 429 that waiting can help, whatever
+   * `standardHeaders` and `legacyHeaders` say.
+   */
   headers: Record<string, string>;
-  /** The limiter's decision; null when the call failed. */
+  /** The limiter's decision; null when the call failed or the request was skipped. */
   decision: RateLimitDecision | RateLimitAllDecision | null;
-  /** The limiter failure, when `decision` is null. */
+  /** The limiter failure, when the call failed. */
   error: unknown;
+  /** Whether `skip` let the request through without a decision. */
+  skipped: boolean;
 }
 
 /** The body of a 429 (RFC 9457, the draft's quota-exceeded problem type). */

@@ -68,7 +68,19 @@ function ipv6Key(ip) {
 
 // Options are checked once, when the middleware is made, so a typo fails at startup.
 const compiled = new WeakMap();
-const OPTION_NAMES = new Set(['binding', 'policy', 'key', 'cost', 'denied', 'failOpen', 'onError', 'local']);
+const OPTION_NAMES = new Set([
+  'binding',
+  'policy',
+  'key',
+  'cost',
+  'skip',
+  'denied',
+  'failOpen',
+  'onError',
+  'local',
+  'standardHeaders',
+  'legacyHeaders',
+]);
 
 function compile(options) {
   if (typeof options !== 'object' || options === null) {
@@ -83,7 +95,19 @@ function compile(options) {
       );
     }
   }
-  const { binding, policy, key, cost = 1, denied, failOpen = false, onError, local = false } = options;
+  const {
+    binding,
+    policy,
+    key,
+    cost = 1,
+    skip,
+    denied,
+    failOpen = false,
+    onError,
+    local = false,
+    standardHeaders = true,
+    legacyHeaders = true,
+  } = options;
   if (typeof binding !== 'string' && typeof binding !== 'function' && !isNamespace(binding)) {
     throw new TypeError(
       `options.binding must be the name of a Durable Object binding, the namespace or a function of env, got ${describe(binding)}`,
@@ -112,13 +136,13 @@ function compile(options) {
   if (typeof cost !== 'number' && typeof cost !== 'function') {
     throw new TypeError(`options.cost must be a number or a function, got ${describe(cost)}`);
   }
-  for (const [field, value] of [['key', key], ['denied', denied], ['onError', onError]]) {
+  for (const [field, value] of [['key', key], ['skip', skip], ['denied', denied], ['onError', onError]]) {
     if (value !== undefined && typeof value !== 'function') {
       throw new TypeError(`options.${field} must be a function, got ${describe(value)}`);
     }
   }
-  if (typeof failOpen !== 'boolean') {
-    throw new TypeError(`options.failOpen must be a boolean, got ${describe(failOpen)}`);
+  for (const [field, value] of [['failOpen', failOpen], ['standardHeaders', standardHeaders], ['legacyHeaders', legacyHeaders]]) {
+    if (typeof value !== 'boolean') throw new TypeError(`options.${field} must be a boolean, got ${describe(value)}`);
   }
   if (typeof local !== 'boolean' && !(local instanceof LocalLimits) && (typeof local !== 'object' || local === null)) {
     throw new TypeError(`options.local must be a boolean, a LocalLimits or its options, got ${describe(local)}`);
@@ -129,10 +153,12 @@ function compile(options) {
     single: !Array.isArray(policy),
     key: key ?? clientKey,
     cost,
+    skip,
     denied,
     failOpen,
     onError: onError ?? logFailure,
     local: localLimits(local),
+    headers: { standardHeaders, legacyHeaders },
   };
   compiled.set(options, result);
   return result;
@@ -189,12 +215,19 @@ function namespace(binding, env) {
 }
 
 /**
- * One rate-limit decision for `request`: `{ response, headers, decision, error }`.
+ * One rate-limit decision for `request`: `{ response, headers, decision, error, skipped }`.
  * `response` is what to answer instead of running the handler (the 429, or the 503 when the
  * limiter failed and failOpen is off), else null; `headers` go on the handler's response.
  */
 export async function checkRateLimit(request, env, options, context) {
   const o = compile(options);
+  if (o.skip !== undefined) {
+    const skipped = await o.skip(request, env, context);
+    if (typeof skipped !== 'boolean') {
+      throw new TypeError(`options.skip must return a boolean, got ${describe(skipped)}`);
+    }
+    if (skipped) return { response: null, headers: {}, decision: null, error: undefined, skipped: true };
+  }
   const key = await o.key(request, env, context);
   if (typeof key !== 'string') {
     throw new TypeError(`options.key must return a string, got ${describe(key)}`);
@@ -216,17 +249,17 @@ export async function checkRateLimit(request, env, options, context) {
   } catch (error) {
     if (PROGRAMMING_ERRORS.has(error?.name)) throw error;
     o.onError(error, request);
-    return { response: o.failOpen ? null : unavailable(), headers: {}, decision: null, error };
+    return { response: o.failOpen ? null : unavailable(), headers: {}, decision: null, error, skipped: false };
   }
 
   const names = o.policies.map((p) => p.name);
-  const headers = rateLimitHeaders(decision, { name: o.single ? names[0] : names });
-  if (decision.allowed) return { response: null, headers, decision, error: undefined };
+  const headers = rateLimitHeaders(decision, { name: o.single ? names[0] : names, ...o.headers });
+  if (decision.allowed) return { response: null, headers, decision, error: undefined, skipped: false };
   const response =
     o.denied !== undefined
       ? addHeaders(await o.denied(request, decision, env, context), headers, 'options.denied must return')
       : problem(429, quotaExceeded(decision, names, headers), headers);
-  return { response, headers, decision, error: undefined };
+  return { response, headers, decision, error: undefined, skipped: false };
 }
 
 function quotaExceeded(decision, names, headers) {

@@ -525,3 +525,44 @@ describe('rateLimitHeaders for a limitAll() decision', () => {
     expect(parsed(headers).policy).toHaveLength(2);
   });
 });
+
+describe('a choice of headers: standardHeaders and legacyHeaders', () => {
+  const denied = () => {
+    server.consume('k', 10);
+    return server.limit('k', 3);
+  };
+
+  it('each choice gives exactly its group, and Retry-After on a denial in every one', () => {
+    const cases: [boolean, boolean, string[]][] = [
+      [true, true, [...IETF, ...LEGACY]],
+      [true, false, IETF],
+      [false, true, LEGACY],
+      [false, false, []],
+    ];
+    for (const [standardHeaders, legacyHeaders, names] of cases) {
+      const allowed = rateLimitHeaders(server.limit('allowed'), { standardHeaders, legacyHeaders });
+      expect(Object.keys(allowed).sort()).toEqual([...names].sort());
+      const d = denied();
+      const headers = rateLimitHeaders(d, { standardHeaders, legacyHeaders });
+      expect(Object.keys(headers).sort()).toEqual([...names, 'Retry-After'].sort());
+      expect(headers['Retry-After']).toBe(String(Math.ceil(d.retry_after_ms! / 1000)));
+      server.reset('k');
+    }
+  });
+
+  it('a group left out changes nothing of the other: the same values as with both', () => {
+    const d = denied();
+    const both = rateLimitHeaders(d);
+    const standard = rateLimitHeaders(d, { legacyHeaders: false });
+    const legacy = rateLimitHeaders(d, { standardHeaders: false });
+    expect({ ...standard, ...legacy }).toStrictEqual(both);
+  });
+
+  it('anything but a boolean throws a TypeError that names the option', () => {
+    const d = server.limit('k');
+    expect(() => rateLimitHeaders(d, { standardHeaders: 'no' as never })).toThrow(
+      new TypeError('options.standardHeaders must be a boolean, got no'),
+    );
+    expect(() => rateLimitHeaders(d, { legacyHeaders: 0 as never })).toThrow(/^options\.legacyHeaders must be a boolean/);
+  });
+});

@@ -186,6 +186,32 @@ describe('honoRateLimit in a Hono app', () => {
   });
 });
 
+describe('honoRateLimit: skip and a choice of headers', () => {
+  it('skip lets a request through untouched and uncounted; only the standard headers when legacyHeaders is false', async () => {
+    const { hono, runs } = app({
+      binding: 'LIMITER',
+      policy: { name: 'choice', max_tokens: 1, refill_every_seconds: 10 },
+      skip: (request) => request.headers.get('X-Monitor') === 'yes',
+      legacyHeaders: false,
+    });
+    const ip = '198.51.100.140';
+    for (let i = 0; i < 3; i++) {
+      const skipped = await call(hono, '/api/hello', ip, env, { 'X-Monitor': 'yes' });
+      expect(skipped.status).toBe(201);
+      expect(skipped.headers.get('RateLimit')).toBeNull();
+    }
+    const allowed = await call(hono, '/api/hello', ip);
+    expect(allowed.status).toBe(201);
+    expect(allowed.headers.get('RateLimit')).toBe('"choice";r=0;t=10');
+    expect(allowed.headers.get('X-RateLimit-Remaining')).toBeNull();
+    const denied = await call(hono, '/api/hello', ip);
+    expect(denied.status).toBe(429);
+    expect(denied.headers.get('Retry-After')).toBe('10');
+    expect(denied.headers.get('X-RateLimit-Limit')).toBeNull();
+    expect(runs.count).toBe(4);
+  });
+});
+
 describe('honoRateLimit when the Durable Object call fails', () => {
   const error = Object.assign(new Error('Durable Object is overloaded. Too many requests queued.'), { overloaded: true });
   const failing = {

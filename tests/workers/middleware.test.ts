@@ -648,7 +648,7 @@ describe('options', () => {
     const policy = { max_tokens: 1 };
     const cases: [unknown, string][] = [
       [undefined, 'rate limit options must be an object, got undefined'],
-      [{ binding: 'LIMITER', polciy: policy }, 'rate limit options have no field "polciy" (the fields are binding, policy, key, cost, denied, failOpen, onError, local)'],
+      [{ binding: 'LIMITER', polciy: policy }, 'rate limit options have no field "polciy" (the fields are binding, policy, key, cost, skip, denied, failOpen, onError, local, standardHeaders, legacyHeaders)'],
       [{ policy }, 'options.binding must be the name of a Durable Object binding, the namespace or a function of env, got undefined'],
       [{ binding: {}, policy }, 'options.binding must be the name of a Durable Object binding, the namespace or a function of env, got an object'],
       [{ binding: 'LIMITER' }, 'options.policy must be an object, got undefined'],
@@ -663,6 +663,9 @@ describe('options', () => {
       [{ binding: 'LIMITER', policy, denied: new Response() }, 'options.denied must be a function, got an object'],
       [{ binding: 'LIMITER', policy, onError: true }, 'options.onError must be a function, got boolean true'],
       [{ binding: 'LIMITER', policy, failOpen: 'yes' }, 'options.failOpen must be a boolean, got string "yes"'],
+      [{ binding: 'LIMITER', policy, skip: true }, 'options.skip must be a function, got boolean true'],
+      [{ binding: 'LIMITER', policy, standardHeaders: 'draft-11' }, 'options.standardHeaders must be a boolean, got string "draft-11"'],
+      [{ binding: 'LIMITER', policy, legacyHeaders: 0 }, 'options.legacyHeaders must be a boolean, got number 0'],
       [{ binding: 'LIMITER', policy, local: 'yes' }, 'options.local must be a boolean, a LocalLimits or its options, got string "yes"'],
       [{ binding: 'LIMITER', policy, local: { margin: 5 } }, 'options.local has no field "margin" (the fields are marginMs, maxLease, clock, shares)'],
     ];
@@ -682,6 +685,77 @@ describe('options', () => {
   });
 });
 
+describe('skip', () => {
+  const policy = { name: 'skip', max_tokens: 1, refill_every_seconds: 60 };
+
+  it('lets a request through with no call, no tokens and no headers; the others are limited', async () => {
+    const { binding, calls } = failingBinding(() => Promise.reject(overloaded()));
+    const handler = counting();
+    const skip = vi.fn(async (r: Request, _env: unknown, _ctx: unknown) => new URL(r.url).searchParams.has('health'));
+    const fetch = rateLimit({ binding, policy, skip })(handler);
+    const health = new Request('https://example.com/api?health', { headers: { 'CF-Connecting-IP': '198.51.100.11' } });
+    for (let i = 0; i < 3; i++) {
+      const response = await fetch(health, env, ctx);
+      expect(response.status).toBe(201);
+      expect(rateHeaders(response)).toEqual({});
+    }
+    expect(handler.calls).toBe(3);
+    expect(calls).toEqual([]);
+    expect(skip).toHaveBeenCalledTimes(3);
+    expect(skip.mock.calls[0][1]).toBe(env);
+    expect(skip.mock.calls[0][2]).toBe(ctx);
+    // Not skipped: decided as always (here by a failing limiter: closed).
+    expect((await fetch(request('198.51.100.11'), env, ctx)).status).toBe(503);
+    expect(calls).toEqual(['limit 198.51.100.11']);
+  });
+
+  it('takes nothing from the bucket, and checkRateLimit says the request was skipped', async () => {
+    const options = { binding: 'LIMITER', policy, skip: (r: Request) => r.method === 'HEAD' };
+    const head = await checkRateLimit(request('198.51.100.12', { method: 'HEAD' }), env, options, ctx);
+    expect(head).toEqual({ response: null, headers: {}, decision: null, error: undefined, skipped: true });
+    const get = await checkRateLimit(request('198.51.100.12'), env, options, ctx);
+    expect(get.skipped).toBe(false);
+    expect(get.decision?.allowed).toBe(true);
+    expect((await stub('198.51.100.12').getStatus('skip')).remaining).toBe(0);
+  });
+
+  it('runs before key; one that returns no boolean or throws is a bug and is thrown', async () => {
+    const key = vi.fn(() => 'k');
+    const undecided = rateLimit({ binding: 'LIMITER', policy, key, skip: (() => undefined) as never })(counting());
+    await expect(undecided(request('198.51.100.13'), env, ctx)).rejects.toThrow(
+      new TypeError('options.skip must return a boolean, got undefined'),
+    );
+    const throwing = rateLimit({ binding: 'LIMITER', policy, key, failOpen: true, skip: () => { throw new RangeError('no'); } })(counting());
+    await expect(throwing(request('198.51.100.13'), env, ctx)).rejects.toThrow(RangeError);
+    expect(key).not.toHaveBeenCalled();
+  });
+});
+
+describe('standardHeaders and legacyHeaders', () => {
+  const policy = { name: 'h', max_tokens: 1, refill_every_seconds: 60 };
+
+  it('each choice puts exactly its headers on allowed responses and 429s; Retry-After stays on 429s', async () => {
+    const cases: [boolean, boolean, string[]][] = [
+      [true, true, ['RateLimit-Policy', 'RateLimit', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset']],
+      [true, false, ['RateLimit-Policy', 'RateLimit']],
+      [false, true, ['X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset']],
+      [false, false, []],
+    ];
+    for (const [i, [standardHeaders, legacyHeaders, names]] of cases.entries()) {
+      const ip = `198.51.100.${14 + i}`;
+      const fetch = rateLimit({ binding: 'LIMITER', policy, standardHeaders, legacyHeaders })(counting());
+      const allowed = await fetch(request(ip), env, ctx);
+      expect(allowed.status).toBe(201);
+      expect(Object.keys(rateHeaders(allowed)).sort()).toEqual([...names].sort());
+      const denied = await fetch(request(ip), env, ctx);
+      expect(denied.status).toBe(429);
+      expect(Object.keys(rateHeaders(denied)).sort()).toEqual([...names, 'Retry-After'].sort());
+      expect(denied.headers.get('Retry-After')).toBe('60');
+      expect((await problem(denied)).detail).toBe('Quota exceeded for policy "h"; retry after 60 seconds.');
+    }
+  });
+});
+
 describe('checkRateLimit and withHeaders (for other frameworks)', () => {
   it('returns the decision and headers, and the response to send instead when denied', async () => {
     const options = { binding: 'LIMITER', policy: { name: 'core', max_tokens: 1, refill_every_seconds: 5 } };
@@ -697,6 +771,7 @@ describe('checkRateLimit and withHeaders (for other frameworks)', () => {
       },
       decision: { allowed: true, remaining: 0, limit: 1, reset_in_ms: 5_000, retry_after_ms: 0, window_ms: 5_000 },
       error: undefined,
+      skipped: false,
     });
     const denied = await checkRateLimit(request('198.51.100.95'), env, options);
     expect(denied.decision?.allowed).toBe(false);
@@ -710,7 +785,7 @@ describe('checkRateLimit and withHeaders (for other frameworks)', () => {
       binding: failingBinding(() => Promise.reject(error)).binding,
       onError: () => {},
     });
-    expect(failed).toMatchObject({ headers: {}, decision: null, error });
+    expect(failed).toMatchObject({ headers: {}, decision: null, error, skipped: false });
     expect(failed.response?.status).toBe(503);
   });
 
