@@ -25,6 +25,8 @@ export interface RateLimiterNamespace<Id = any> {
 export interface RateLimiterStub {
   limit(key: string, cost?: number, policy?: RateLimiterOptions): Promise<RateLimitDecision>;
   limitAll(requests: RateLimitRequest[]): Promise<RateLimitAllDecision>;
+  /** Needed by `skipSuccessfulRequests` / `skipFailedRequests` and `RateLimitCheck.refund` only. */
+  refund?(key: string, tokens: number): Promise<void> | void;
   /** Needed by `local` mode only. */
   limitLeased?(
     key: string,
@@ -138,6 +140,16 @@ export interface RateLimitMiddlewareOptions<E = any, C = unknown> {
   standardHeaders?: boolean;
   /** `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset`. Default true. */
   legacyHeaders?: boolean;
+  /**
+   * Count only failed requests (failed logins): the cost is taken before the handler runs,
+   * so concurrent attempts are limited exactly, and given back (`refund`, in the background)
+   * when `requestWasSuccessful` says the request succeeded. Default false.
+   */
+  skipSuccessfulRequests?: boolean;
+  /** Count only successful requests: failed ones (and a handler that throws) get their cost back. Default false. */
+  skipFailedRequests?: boolean;
+  /** Whether the request succeeded. Default: `response.status < 400`. Must return a boolean. */
+  requestWasSuccessful?(request: Request, response: Response, env: E, context: C): boolean | Promise<boolean>;
 }
 
 /** The outcome of `checkRateLimit`. */
@@ -156,6 +168,11 @@ export interface RateLimitCheck {
   error: unknown;
   /** Whether `skip` let the request through without a decision. */
   skipped: boolean;
+  /**
+   * Gives an allowed request's cost back to every policy (one `refund` call each), at most
+   * once: for a request that should not count. Does nothing for any other outcome.
+   */
+  refund(): Promise<void>;
 }
 
 /** The body of a 429 (RFC 9457, the draft's quota-exceeded problem type). */
@@ -205,6 +222,8 @@ export interface HonoContextLike<E = any> {
   env: E;
   res: Response;
   header(name: string, value: string, options?: { append?: boolean }): void;
+  /** Set by Hono when the route threw (its response is then `app.onError`'s). */
+  error?: unknown;
 }
 
 /**

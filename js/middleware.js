@@ -80,6 +80,9 @@ const OPTION_NAMES = new Set([
   'local',
   'standardHeaders',
   'legacyHeaders',
+  'skipSuccessfulRequests',
+  'skipFailedRequests',
+  'requestWasSuccessful',
 ]);
 
 function compile(options) {
@@ -107,6 +110,9 @@ function compile(options) {
     local = false,
     standardHeaders = true,
     legacyHeaders = true,
+    skipSuccessfulRequests = false,
+    skipFailedRequests = false,
+    requestWasSuccessful,
   } = options;
   if (typeof binding !== 'string' && typeof binding !== 'function' && !isNamespace(binding)) {
     throw new TypeError(
@@ -136,13 +142,31 @@ function compile(options) {
   if (typeof cost !== 'number' && typeof cost !== 'function') {
     throw new TypeError(`options.cost must be a number or a function, got ${describe(cost)}`);
   }
-  for (const [field, value] of [['key', key], ['skip', skip], ['denied', denied], ['onError', onError]]) {
+  for (const [field, value] of [
+    ['key', key],
+    ['skip', skip],
+    ['denied', denied],
+    ['onError', onError],
+    ['requestWasSuccessful', requestWasSuccessful],
+  ]) {
     if (value !== undefined && typeof value !== 'function') {
       throw new TypeError(`options.${field} must be a function, got ${describe(value)}`);
     }
   }
-  for (const [field, value] of [['failOpen', failOpen], ['standardHeaders', standardHeaders], ['legacyHeaders', legacyHeaders]]) {
+  for (const [field, value] of [
+    ['failOpen', failOpen],
+    ['standardHeaders', standardHeaders],
+    ['legacyHeaders', legacyHeaders],
+    ['skipSuccessfulRequests', skipSuccessfulRequests],
+    ['skipFailedRequests', skipFailedRequests],
+  ]) {
     if (typeof value !== 'boolean') throw new TypeError(`options.${field} must be a boolean, got ${describe(value)}`);
+  }
+  if (skipSuccessfulRequests && skipFailedRequests) {
+    throw new TypeError('options.skipSuccessfulRequests and options.skipFailedRequests together would count no request');
+  }
+  if (requestWasSuccessful !== undefined && !skipSuccessfulRequests && !skipFailedRequests) {
+    throw new TypeError('options.requestWasSuccessful needs skipSuccessfulRequests or skipFailedRequests');
   }
   if (typeof local !== 'boolean' && !(local instanceof LocalLimits) && (typeof local !== 'object' || local === null)) {
     throw new TypeError(`options.local must be a boolean, a LocalLimits or its options, got ${describe(local)}`);
@@ -159,6 +183,9 @@ function compile(options) {
     onError: onError ?? logFailure,
     local: localLimits(local),
     headers: { standardHeaders, legacyHeaders },
+    // Which outcomes are given back after the handler (none: the wrappers skip the check).
+    refunds: skipSuccessfulRequests || skipFailedRequests ? { skipSuccessfulRequests, skipFailedRequests } : null,
+    requestWasSuccessful: requestWasSuccessful ?? ((request, response) => response.status < 400),
   };
   compiled.set(options, result);
   return result;
@@ -226,7 +253,7 @@ export async function checkRateLimit(request, env, options, context) {
     if (typeof skipped !== 'boolean') {
       throw new TypeError(`options.skip must return a boolean, got ${describe(skipped)}`);
     }
-    if (skipped) return { response: null, headers: {}, decision: null, error: undefined, skipped: true };
+    if (skipped) return { response: null, headers: {}, decision: null, error: undefined, skipped: true, refund: nothingToRefund };
   }
   const key = await o.key(request, env, context);
   if (typeof key !== 'string') {
@@ -249,17 +276,50 @@ export async function checkRateLimit(request, env, options, context) {
   } catch (error) {
     if (PROGRAMMING_ERRORS.has(error?.name)) throw error;
     o.onError(error, request);
-    return { response: o.failOpen ? null : unavailable(), headers: {}, decision: null, error, skipped: false };
+    const response = o.failOpen ? null : unavailable();
+    return { response, headers: {}, decision: null, error, skipped: false, refund: nothingToRefund };
   }
 
   const names = o.policies.map((p) => p.name);
   const headers = rateLimitHeaders(decision, { name: o.single ? names[0] : names, ...o.headers });
-  if (decision.allowed) return { response: null, headers, decision, error: undefined, skipped: false };
+  if (decision.allowed) {
+    // Gives the cost back to every policy, once: one refund call per policy.
+    let refunded = false;
+    const refund = async () => {
+      if (refunded || cost === 0) return;
+      refunded = true;
+      const s = ns.get(ns.idFromName(key));
+      await Promise.all(o.policies.map((p) => s.refund(p.name, cost)));
+    };
+    return { response: null, headers, decision, error: undefined, skipped: false, refund };
+  }
   const response =
     o.denied !== undefined
       ? addHeaders(await o.denied(request, decision, env, context), headers, 'options.denied must return')
       : problem(429, quotaExceeded(decision, names, headers), headers);
-  return { response, headers, decision, error: undefined, skipped: false };
+  return { response, headers, decision, error: undefined, skipped: false, refund: nothingToRefund };
+}
+
+/** A denied, skipped or failed request took nothing. */
+async function nothingToRefund() {}
+
+/**
+ * After the handler (`response`, or `thrown` when it threw): gives the request's cost back in
+ * the background when its outcome is one that does not count. A refund that fails is a
+ * limiter failure (onError); the request then stays counted.
+ */
+async function settleOutcome(o, result, request, env, context, response, thrown) {
+  if (o.refunds === null) return;
+  let successful = false;
+  if (!thrown) {
+    successful = await o.requestWasSuccessful(request, response, env, context);
+    if (typeof successful !== 'boolean') {
+      throw new TypeError(`options.requestWasSuccessful must return a boolean, got ${describe(successful)}`);
+    }
+  }
+  if (successful ? o.refunds.skipSuccessfulRequests : o.refunds.skipFailedRequests) {
+    keepAlive(context, result.refund().catch((error) => o.onError(error, request)));
+  }
 }
 
 function quotaExceeded(decision, names, headers) {
@@ -342,7 +402,7 @@ function putHeaders(target, headers, names) {
  * Denied requests get the 429 and never reach the handler; allowed ones get the headers.
  */
 export function rateLimit(options) {
-  compile(options);
+  const o = compile(options);
   return (handler) => {
     if (typeof handler !== 'function') {
       throw new TypeError(`rateLimit(options) wraps a fetch handler function, got ${describe(handler)}`);
@@ -350,7 +410,15 @@ export function rateLimit(options) {
     return async function rateLimited(request, env, ctx) {
       const result = await checkRateLimit(request, env, options, ctx);
       if (result.response !== null) return result.response;
-      return addHeaders(await handler.call(this, request, env, ctx), result.headers, 'the handler must return');
+      let response;
+      try {
+        response = addHeaders(await handler.call(this, request, env, ctx), result.headers, 'the handler must return');
+      } catch (error) {
+        await settleOutcome(o, result, request, env, ctx, undefined, true);
+        throw error;
+      }
+      await settleOutcome(o, result, request, env, ctx, response, false);
+      return response;
     };
   };
 }
@@ -360,11 +428,13 @@ export function rateLimit(options) {
  * c.res and c.header only, so it needs nothing from hono itself.
  */
 export function honoRateLimit(options) {
-  compile(options);
+  const o = compile(options);
   return async function rateLimitMiddleware(c, next) {
     const result = await checkRateLimit(c.req.raw, c.env, options, c);
     if (result.response !== null) return result.response;
     await next();
+    // A route that threw has become app.onError's response (c.error is set).
+    await settleOutcome(o, result, c.req.raw, c.env, c, c.res, c.error !== undefined);
     // c.header copies the response first when it is final or immutable.
     for (const [name, value] of Object.entries(result.headers)) {
       if (name === 'RateLimit' || name === 'RateLimit-Policy') c.header(name, value, { append: true });

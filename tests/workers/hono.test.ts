@@ -212,6 +212,33 @@ describe('honoRateLimit: skip and a choice of headers', () => {
   });
 });
 
+describe('honoRateLimit: counting only failures', () => {
+  it('gives back the cost of successful requests; a 4xx and a route that threw count', async () => {
+    const policy = { name: 'login', max_tokens: 3, refill_every_seconds: 300 };
+    const pending: Promise<unknown>[] = [];
+    const executionCtx = { waitUntil: (p: Promise<unknown>) => void pending.push(p), passThroughOnException: () => {}, props: {} };
+    const hono = new Hono<AppEnv>();
+    hono.use('/login/*', honoRateLimit({ binding: 'LIMITER', policy, skipSuccessfulRequests: true }));
+    hono.post('/login/ok', (c) => c.text('welcome'));
+    hono.post('/login/wrong', (c) => c.text('no', 401));
+    hono.post('/login/broken', () => {
+      throw new Error('broken');
+    });
+    hono.onError((_error, c) => c.text('error', 500));
+    const post = async (path: string) => {
+      const response = await hono.request(path, { method: 'POST', headers: { 'CF-Connecting-IP': '198.51.100.141' } }, env, executionCtx as never);
+      await Promise.all(pending.splice(0));
+      return response.status;
+    };
+    for (let i = 0; i < 5; i++) expect(await post('/login/ok')).toBe(200);
+    expect(await post('/login/wrong')).toBe(401);
+    expect(await post('/login/broken')).toBe(500);
+    expect(await post('/login/ok')).toBe(200);
+    expect(await post('/login/wrong')).toBe(401);
+    expect(await post('/login/wrong')).toBe(429);
+  });
+});
+
 describe('honoRateLimit when the Durable Object call fails', () => {
   const error = Object.assign(new Error('Durable Object is overloaded. Too many requests queued.'), { overloaded: true });
   const failing = {

@@ -16,6 +16,7 @@ import type {
   QuotaExceededProblem,
   RateLimiterNamespace,
   RateLimitMiddlewareOptions,
+  RateLimitPolicy,
 } from '@delightstack/rate-limiter/middleware';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { rejection } from './support';
@@ -648,7 +649,7 @@ describe('options', () => {
     const policy = { max_tokens: 1 };
     const cases: [unknown, string][] = [
       [undefined, 'rate limit options must be an object, got undefined'],
-      [{ binding: 'LIMITER', polciy: policy }, 'rate limit options have no field "polciy" (the fields are binding, policy, key, cost, skip, denied, failOpen, onError, local, standardHeaders, legacyHeaders)'],
+      [{ binding: 'LIMITER', polciy: policy }, 'rate limit options have no field "polciy" (the fields are binding, policy, key, cost, skip, denied, failOpen, onError, local, standardHeaders, legacyHeaders, skipSuccessfulRequests, skipFailedRequests, requestWasSuccessful)'],
       [{ policy }, 'options.binding must be the name of a Durable Object binding, the namespace or a function of env, got undefined'],
       [{ binding: {}, policy }, 'options.binding must be the name of a Durable Object binding, the namespace or a function of env, got an object'],
       [{ binding: 'LIMITER' }, 'options.policy must be an object, got undefined'],
@@ -666,6 +667,10 @@ describe('options', () => {
       [{ binding: 'LIMITER', policy, skip: true }, 'options.skip must be a function, got boolean true'],
       [{ binding: 'LIMITER', policy, standardHeaders: 'draft-11' }, 'options.standardHeaders must be a boolean, got string "draft-11"'],
       [{ binding: 'LIMITER', policy, legacyHeaders: 0 }, 'options.legacyHeaders must be a boolean, got number 0'],
+      [{ binding: 'LIMITER', policy, skipFailedRequests: 'yes' }, 'options.skipFailedRequests must be a boolean, got string "yes"'],
+      [{ binding: 'LIMITER', policy, skipSuccessfulRequests: true, skipFailedRequests: true }, 'options.skipSuccessfulRequests and options.skipFailedRequests together would count no request'],
+      [{ binding: 'LIMITER', policy, requestWasSuccessful: () => true }, 'options.requestWasSuccessful needs skipSuccessfulRequests or skipFailedRequests'],
+      [{ binding: 'LIMITER', policy, skipFailedRequests: true, requestWasSuccessful: 200 }, 'options.requestWasSuccessful must be a function, got number 200'],
       [{ binding: 'LIMITER', policy, local: 'yes' }, 'options.local must be a boolean, a LocalLimits or its options, got string "yes"'],
       [{ binding: 'LIMITER', policy, local: { margin: 5 } }, 'options.local has no field "margin" (the fields are marginMs, maxLease, clock, shares)'],
     ];
@@ -712,7 +717,7 @@ describe('skip', () => {
   it('takes nothing from the bucket, and checkRateLimit says the request was skipped', async () => {
     const options = { binding: 'LIMITER', policy, skip: (r: Request) => r.method === 'HEAD' };
     const head = await checkRateLimit(request('198.51.100.12', { method: 'HEAD' }), env, options, ctx);
-    expect(head).toEqual({ response: null, headers: {}, decision: null, error: undefined, skipped: true });
+    expect(head).toEqual({ response: null, headers: {}, decision: null, error: undefined, skipped: true, refund: expect.any(Function) });
     const get = await checkRateLimit(request('198.51.100.12'), env, options, ctx);
     expect(get.skipped).toBe(false);
     expect(get.decision?.allowed).toBe(true);
@@ -756,6 +761,131 @@ describe('standardHeaders and legacyHeaders', () => {
   });
 });
 
+/** An execution context that keeps what is handed to waitUntil, to await it. */
+function collectingContext() {
+  const pending: Promise<unknown>[] = [];
+  const context = {
+    waitUntil: (promise: Promise<unknown>) => void pending.push(promise),
+    passThroughOnException: () => {},
+    props: {},
+  } as unknown as ExecutionContext;
+  return { context, settled: () => Promise.all(pending.splice(0)) };
+}
+
+describe('counting only failures or only successes', () => {
+  it('skipSuccessfulRequests: 20 concurrent failed logins on a limit of 5 reach the handler 5 times; successes are given back', async () => {
+    const policy = { name: 'login', max_tokens: 5, refill_every_seconds: 300 };
+    const handler = Object.assign(
+      async (r: Request) => {
+        handler.calls += 1;
+        return new Response(null, { status: r.headers.get('X-Password') === 'right' ? 200 : 401 });
+      },
+      { calls: 0 },
+    );
+    const fetch = rateLimit({ binding: 'LIMITER', policy, skipSuccessfulRequests: true })(handler);
+    const { context, settled } = collectingContext();
+    const wrong = () => fetch(request('198.51.100.20', { headers: { 'X-Password': 'wrong' } }), env, context);
+    const statuses = (await Promise.all(Array.from({ length: 20 }, wrong))).map((r) => r.status);
+    await settled();
+    expect(statuses.filter((s) => s === 401)).toHaveLength(5);
+    expect(statuses.filter((s) => s === 429)).toHaveLength(15);
+    expect(handler.calls).toBe(5);
+    // Successful logins take a token each while they run and get it back after.
+    for (let i = 0; i < 10; i++) {
+      const ok = await fetch(request('198.51.100.21', { headers: { 'X-Password': 'right' } }), env, context);
+      expect(ok.status).toBe(200);
+      expect(ok.headers.get('RateLimit')).toBe('"login";r=4;t=300');
+      await settled();
+    }
+    // (A cost of 0 reads the bucket under the policy without taking anything.)
+    const { name, ...limits } = policy;
+    expect((await stub('198.51.100.21').limit(name, 0, limits)).remaining).toBe(5);
+  });
+
+  it('skipFailedRequests: a 500 and a handler that throws are given back, a 200 counts', async () => {
+    const policy = { name: 'work', max_tokens: 3, refill_every_seconds: 300 };
+    const fetch = rateLimit({ binding: 'LIMITER', policy, skipFailedRequests: true })(async (r) => {
+      const path = new URL(r.url).pathname;
+      if (path === '/throw') throw new Error('handler broke');
+      return new Response(null, { status: path === '/fail' ? 500 : 200 });
+    });
+    const { context, settled } = collectingContext();
+    const at = (path: string) => new Request(`https://example.com${path}`, { headers: { 'CF-Connecting-IP': '198.51.100.22' } });
+    expect((await fetch(at('/fail'), env, context)).status).toBe(500);
+    await expect(fetch(at('/throw'), env, context)).rejects.toThrow('handler broke');
+    expect((await fetch(at('/ok'), env, context)).status).toBe(200);
+    await settled();
+    expect((await stub('198.51.100.22').getStatus('work')).remaining).toBe(2);
+  });
+
+  it('requestWasSuccessful decides what succeeded, and must return a boolean', async () => {
+    const policy = { name: 'pred', max_tokens: 2, refill_every_seconds: 300 };
+    const { context, settled } = collectingContext();
+    const byHeader = rateLimit({
+      binding: 'LIMITER',
+      policy,
+      skipSuccessfulRequests: true,
+      requestWasSuccessful: async (_request, response) => response.headers.get('X-Outcome') === 'ok',
+    })(async () => new Response('fine', { status: 200, headers: { 'X-Outcome': 'not-ok' } }));
+    for (let i = 0; i < 2; i++) expect((await byHeader(request('198.51.100.23'), env, context)).status).toBe(200);
+    await settled();
+    // Both counted (a 200 that the predicate calls a failure): the third is denied.
+    expect((await byHeader(request('198.51.100.23'), env, context)).status).toBe(429);
+    const broken = rateLimit({
+      binding: 'LIMITER',
+      policy,
+      skipFailedRequests: true,
+      requestWasSuccessful: (() => 'yes') as never,
+    })(counting());
+    await expect(broken(request('198.51.100.24'), env, context)).rejects.toThrow(
+      new TypeError('options.requestWasSuccessful must return a boolean, got string "yes"'),
+    );
+  });
+
+  it('a refund that fails goes to onError, and the request stays counted', async () => {
+    const policy = { name: 'lost', max_tokens: 3, refill_every_seconds: 300 };
+    const error = overloaded();
+    const binding = {
+      idFromName: (name: string) => env.LIMITER.idFromName(name),
+      get: (id: DurableObjectId) => {
+        const real = env.LIMITER.get(id);
+        return {
+          limit: (key: string, cost?: number, p?: RateLimitPolicy) => real.limit(key, cost, p),
+          limitAll: (requests: Parameters<typeof real.limitAll>[0]) => real.limitAll(requests),
+          refund: () => Promise.reject(error),
+        };
+      },
+    } satisfies RateLimiterNamespace<DurableObjectId>;
+    const onError = vi.fn();
+    const { context, settled } = collectingContext();
+    const fetch = rateLimit({ binding, policy, skipSuccessfulRequests: true, onError })(counting());
+    expect((await fetch(request('198.51.100.25'), env, context)).status).toBe(201);
+    await settled();
+    expect(onError).toHaveBeenCalledWith(error, expect.any(Request));
+    expect((await stub('198.51.100.25').getStatus('lost')).remaining).toBe(2);
+  });
+
+  it('checkRateLimit: refund() gives the cost back to every policy, once; a denial has nothing to give', async () => {
+    const options = {
+      binding: 'LIMITER',
+      policy: [
+        { name: 'r1', max_tokens: 4, refill_every_seconds: 300 },
+        { name: 'r2', max_tokens: 1, refill_every_seconds: 300 },
+      ],
+      cost: 1,
+    };
+    const allowed = await checkRateLimit(request('198.51.100.26'), env, options);
+    const denied = await checkRateLimit(request('198.51.100.26'), env, options);
+    expect(denied.decision?.allowed).toBe(false);
+    await denied.refund();
+    await allowed.refund();
+    await allowed.refund();
+    const [r1, r2] = options.policy.map(({ name, ...limits }) => stub('198.51.100.26').limit(name, 0, limits));
+    expect((await r1).remaining).toBe(4);
+    expect((await r2).remaining).toBe(1);
+  });
+});
+
 describe('checkRateLimit and withHeaders (for other frameworks)', () => {
   it('returns the decision and headers, and the response to send instead when denied', async () => {
     const options = { binding: 'LIMITER', policy: { name: 'core', max_tokens: 1, refill_every_seconds: 5 } };
@@ -772,6 +902,7 @@ describe('checkRateLimit and withHeaders (for other frameworks)', () => {
       decision: { allowed: true, remaining: 0, limit: 1, reset_in_ms: 5_000, retry_after_ms: 0, window_ms: 5_000 },
       error: undefined,
       skipped: false,
+      refund: expect.any(Function),
     });
     const denied = await checkRateLimit(request('198.51.100.95'), env, options);
     expect(denied.decision?.allowed).toBe(false);
