@@ -110,13 +110,17 @@ export class LocalLimits {
     return this.#leased(entry, stub, key, cost, policy);
   }
 
+  /** `decision`, made in this isolate without a call: counted, and marked (decidedHere). */
+  #here(decision) {
+    this.localAnswers += 1;
+    DECIDED_HERE.add(decision);
+    return decision;
+  }
+
   /** A request decided with plain leases and the denial cache. */
   async #leased(entry, stub, key, cost, policy) {
     const local = this.#localAnswer(entry, cost);
-    if (local !== null) {
-      this.localAnswers += 1;
-      return local;
-    }
+    if (local !== null) return this.#here(local);
     if (entry.leasing) {
       const denied = this.#deniedInFlight(entry, cost);
       if (denied !== null) return denied;
@@ -133,9 +137,8 @@ export class LocalLimits {
   #deniedInFlight(entry, cost) {
     const last = entry.last;
     if (cost === 0 || last === null || last.allowed || !(last.retry_after_ms > 0)) return null;
-    this.localAnswers += 1;
     const retry = Math.max(1, Math.ceil(entry.lastAt + last.retry_after_ms - this.#clock()));
-    return { ...last, retry_after_ms: retry };
+    return this.#here({ ...last, retry_after_ms: retry });
   }
 
   /**
@@ -153,10 +156,7 @@ export class LocalLimits {
     const bucket = bucketOf(policy, entry.last);
     if (cost > 0 && bucket !== null) {
       const admissible = bucket.maxTokens + Math.floor((now - entry.plainSince) / bucket.intervalMs);
-      if (entry.plainCost + cost > admissible) {
-        this.localAnswers += 1;
-        return overBound(entry.last, bucket);
-      }
+      if (entry.plainCost + cost > admissible) return this.#here(overBound(entry.last, bucket));
     }
     entry.plainCalls += 1;
     entry.plainCost += cost;
@@ -255,31 +255,23 @@ export class LocalLimits {
     }
     const whole = Number.isInteger(cost);
     if (share !== null && whole && share.take(cost, now)) {
-      this.localAnswers += 1;
       this.#renewIfDue(entry, stub, key, policy, waitUntil, now);
-      return this.#shareAnswer(entry, true, cost, now);
+      return this.#here(this.#shareAnswer(entry, true, cost, now));
     }
-    if (now < entry.deniedUntil && cost > 0) {
-      this.localAnswers += 1;
-      return heldDenial(entry, now);
-    }
+    if (now < entry.deniedUntil && cost > 0) return this.#here(heldDenial(entry, now));
     // The share is empty: denied here if the object had no room either when it last answered;
     // else the object is asked (a top-up), as the bucket alone would have admitted it.
     // (A token the object reported as coming has come by now.)
     const noRoom =
       entry.last === null || (entry.last.remaining < cost && now < entry.lastAt + entry.last.reset_in_ms);
     if (share !== null && whole && cost > 0 && noRoom) {
-      this.localAnswers += 1;
       this.#renewIfDue(entry, stub, key, policy, waitUntil, now);
-      return this.#shareAnswer(entry, false, cost, now);
+      return this.#here(this.#shareAnswer(entry, false, cost, now));
     }
     if (entry.leasing) {
       // A call is in flight: with a share (empty) or after a denial, this request is denied
       // here; only before anything is known does it make a plain call of its own.
-      if (share !== null && whole && cost > 0) {
-        this.localAnswers += 1;
-        return this.#shareAnswer(entry, false, cost, now);
-      }
+      if (share !== null && whole && cost > 0) return this.#here(this.#shareAnswer(entry, false, cost, now));
       const denied = this.#deniedInFlight(entry, cost);
       if (denied !== null) return denied;
       return this.#plainCall(entry, stubOf(stub), key, cost, policy);
@@ -403,6 +395,14 @@ export class LocalLimits {
       return;
     }
   }
+}
+
+/** The decisions LocalLimits made without a call (for the middleware's decision events). */
+const DECIDED_HERE = new WeakSet();
+
+/** Whether `decision` (from LocalLimits.limit) was made in this isolate, without a call. */
+export function decidedHere(decision) {
+  return DECIDED_HERE.has(decision);
 }
 
 /** A bucket counts as running low below this share of its capacity (as last reported). */

@@ -150,6 +150,42 @@ export interface RateLimitMiddlewareOptions<E = any, C = unknown> {
   skipFailedRequests?: boolean;
   /** Whether the request succeeded. Default: `response.status < 400`. Must return a boolean. */
   requestWasSuccessful?(request: Request, response: Response, env: E, context: C): boolean | Promise<boolean>;
+  /**
+   * Decide and count exactly as if enforced, but block nothing and send no rate-limit
+   * headers: a denial (and a limiter failure) lets the request through, and `onDecision`
+   * hears `outcome: 'denied'` with `shadow: true`. For trying a limit on real traffic. Default false.
+   */
+  shadow?: boolean;
+  /**
+   * Called with every decision (not for skipped requests), before the response: a promise it
+   * returns goes to `waitUntil`, and what it throws or rejects with is logged and never
+   * changes the answer.
+   */
+  onDecision?(event: RateLimitEvent, request: Request, env: E, context: C): void | Promise<void>;
+}
+
+/** One decision of the middleware, for `onDecision`. */
+export interface RateLimitEvent {
+  /** `failed`: the limiter could not be reached (see `passed` for what happened then). */
+  outcome: 'allowed' | 'denied' | 'failed';
+  /** The middleware is in shadow mode: a denial was not applied. */
+  shadow: boolean;
+  /** The request went on to the handler. */
+  passed: boolean;
+  /** Decided in this isolate, without a call to the Durable Object (`local`). */
+  local: boolean;
+  key: string;
+  /** The names of the policies, in order. */
+  policies: string[];
+  /** The policies that had no room (empty unless denied). */
+  violated: string[];
+  cost: number;
+  /** Whole tokens left in the policy with the fewest; null when failed. */
+  remaining: number | null;
+  /** 0 when allowed; when denied, ms until a retry can pass (null: never); null when failed. */
+  retryAfterMs: number | null;
+  /** The failure, when failed. */
+  error: unknown;
 }
 
 /** The outcome of `checkRateLimit`. */

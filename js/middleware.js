@@ -2,7 +2,7 @@
 // call, answer 429 (problem+json) or add the headers to the handler's response.
 // Framework-free: the Hono flavour only touches c.req.raw, c.env, c.res and c.header.
 import { rateLimitHeaders } from './headers.js';
-import { LocalLimits } from './local.js';
+import { decidedHere, LocalLimits } from './local.js';
 
 export { LocalLimits };
 
@@ -83,6 +83,8 @@ const OPTION_NAMES = new Set([
   'skipSuccessfulRequests',
   'skipFailedRequests',
   'requestWasSuccessful',
+  'shadow',
+  'onDecision',
 ]);
 
 function compile(options) {
@@ -113,6 +115,8 @@ function compile(options) {
     skipSuccessfulRequests = false,
     skipFailedRequests = false,
     requestWasSuccessful,
+    shadow = false,
+    onDecision,
   } = options;
   if (typeof binding !== 'string' && typeof binding !== 'function' && !isNamespace(binding)) {
     throw new TypeError(
@@ -148,6 +152,7 @@ function compile(options) {
     ['denied', denied],
     ['onError', onError],
     ['requestWasSuccessful', requestWasSuccessful],
+    ['onDecision', onDecision],
   ]) {
     if (value !== undefined && typeof value !== 'function') {
       throw new TypeError(`options.${field} must be a function, got ${describe(value)}`);
@@ -159,6 +164,7 @@ function compile(options) {
     ['legacyHeaders', legacyHeaders],
     ['skipSuccessfulRequests', skipSuccessfulRequests],
     ['skipFailedRequests', skipFailedRequests],
+    ['shadow', shadow],
   ]) {
     if (typeof value !== 'boolean') throw new TypeError(`options.${field} must be a boolean, got ${describe(value)}`);
   }
@@ -174,6 +180,7 @@ function compile(options) {
   const result = {
     binding,
     policies,
+    names,
     single: !Array.isArray(policy),
     key: key ?? clientKey,
     cost,
@@ -186,6 +193,8 @@ function compile(options) {
     // Which outcomes are given back after the handler (none: the wrappers skip the check).
     refunds: skipSuccessfulRequests || skipFailedRequests ? { skipSuccessfulRequests, skipFailedRequests } : null,
     requestWasSuccessful: requestWasSuccessful ?? ((request, response) => response.status < 400),
+    shadow,
+    onDecision,
   };
   compiled.set(options, result);
   return result;
@@ -276,28 +285,70 @@ export async function checkRateLimit(request, env, options, context) {
   } catch (error) {
     if (PROGRAMMING_ERRORS.has(error?.name)) throw error;
     o.onError(error, request);
-    const response = o.failOpen ? null : unavailable();
-    return { response, headers: {}, decision: null, error, skipped: false, refund: nothingToRefund };
+    // A shadow limit never blocks, not even when it cannot decide.
+    const passes = o.failOpen || o.shadow;
+    report(o, { ...failedEvent, passed: passes, shadow: o.shadow, key, policies: o.names, cost, error }, request, env, context);
+    return { response: passes ? null : unavailable(), headers: {}, decision: null, error, skipped: false, refund: nothingToRefund };
   }
 
-  const names = o.policies.map((p) => p.name);
-  const headers = rateLimitHeaders(decision, { name: o.single ? names[0] : names, ...o.headers });
-  if (decision.allowed) {
-    // Gives the cost back to every policy, once: one refund call per policy.
-    let refunded = false;
-    const refund = async () => {
-      if (refunded || cost === 0) return;
-      refunded = true;
-      const s = ns.get(ns.idFromName(key));
-      await Promise.all(o.policies.map((p) => s.refund(p.name, cost)));
-    };
-    return { response: null, headers, decision, error: undefined, skipped: false, refund };
+  const names = o.names;
+  const here = o.local !== null && o.single && decidedHere(decision);
+  report(o, decisionEvent(o, decision, key, cost, here), request, env, context);
+  // A shadow limit decides and counts as if enforced, but sends no headers and blocks nothing.
+  const headers = o.shadow ? {} : rateLimitHeaders(decision, { name: o.single ? names[0] : names, ...o.headers });
+  const went = { headers, decision, error: undefined, skipped: false };
+  if (!decision.allowed) {
+    if (o.shadow) return { response: null, ...went, refund: nothingToRefund };
+    const response =
+      o.denied !== undefined
+        ? addHeaders(await o.denied(request, decision, env, context), headers, 'options.denied must return')
+        : problem(429, quotaExceeded(decision, names, headers), headers);
+    return { response, ...went, refund: nothingToRefund };
   }
-  const response =
-    o.denied !== undefined
-      ? addHeaders(await o.denied(request, decision, env, context), headers, 'options.denied must return')
-      : problem(429, quotaExceeded(decision, names, headers), headers);
-  return { response, headers, decision, error: undefined, skipped: false, refund: nothingToRefund };
+  // Gives the cost back to every policy, once: one refund call per policy.
+  let refunded = false;
+  const refund = async () => {
+    if (refunded || cost === 0) return;
+    refunded = true;
+    const s = ns.get(ns.idFromName(key));
+    await Promise.all(o.policies.map((p) => s.refund(p.name, cost)));
+  };
+  return { response: null, ...went, refund };
+}
+
+const failedEvent = { outcome: 'failed', local: false, violated: [], remaining: null, retryAfterMs: null };
+
+/** The decision event of `decision` (section 9.12 of docs/SPEC.md). */
+function decisionEvent(o, decision, key, cost, here) {
+  const results = o.single ? [decision] : decision.results;
+  return {
+    outcome: decision.allowed ? 'allowed' : 'denied',
+    shadow: o.shadow,
+    passed: decision.allowed || o.shadow,
+    local: here,
+    key,
+    policies: o.names,
+    violated: decision.allowed ? [] : o.names.filter((_, i) => o.single || !results[i].allowed),
+    cost,
+    remaining: Math.min(...results.map((d) => Math.floor(d.remaining))),
+    retryAfterMs: decision.retry_after_ms,
+    error: undefined,
+  };
+}
+
+/**
+ * Hands `event` to onDecision, off the response's path: a promise it returns goes to
+ * waitUntil, and what it throws or rejects with is logged, never changing the answer.
+ */
+function report(o, event, request, env, context) {
+  if (o.onDecision === undefined) return;
+  const logged = (error) => console.error(`options.onDecision failed for ${request.method} ${request.url}:`, error);
+  try {
+    const result = o.onDecision(event, request, env, context);
+    if (typeof result?.then === 'function') keepAlive(context, Promise.resolve(result).catch(logged));
+  } catch (error) {
+    logged(error);
+  }
 }
 
 /** A denied, skipped or failed request took nothing. */

@@ -7,6 +7,7 @@ import { env } from 'cloudflare:workers';
 import {
   checkRateLimit,
   clientKey,
+  LocalLimits,
   QUOTA_EXCEEDED_TYPE,
   rateLimit,
   UNKNOWN_CLIENT,
@@ -15,6 +16,7 @@ import {
 import type {
   QuotaExceededProblem,
   RateLimiterNamespace,
+  RateLimitEvent,
   RateLimitMiddlewareOptions,
   RateLimitPolicy,
 } from '@delightstack/rate-limiter/middleware';
@@ -649,7 +651,7 @@ describe('options', () => {
     const policy = { max_tokens: 1 };
     const cases: [unknown, string][] = [
       [undefined, 'rate limit options must be an object, got undefined'],
-      [{ binding: 'LIMITER', polciy: policy }, 'rate limit options have no field "polciy" (the fields are binding, policy, key, cost, skip, denied, failOpen, onError, local, standardHeaders, legacyHeaders, skipSuccessfulRequests, skipFailedRequests, requestWasSuccessful)'],
+      [{ binding: 'LIMITER', polciy: policy }, 'rate limit options have no field "polciy" (the fields are binding, policy, key, cost, skip, denied, failOpen, onError, local, standardHeaders, legacyHeaders, skipSuccessfulRequests, skipFailedRequests, requestWasSuccessful, shadow, onDecision)'],
       [{ policy }, 'options.binding must be the name of a Durable Object binding, the namespace or a function of env, got undefined'],
       [{ binding: {}, policy }, 'options.binding must be the name of a Durable Object binding, the namespace or a function of env, got an object'],
       [{ binding: 'LIMITER' }, 'options.policy must be an object, got undefined'],
@@ -668,6 +670,8 @@ describe('options', () => {
       [{ binding: 'LIMITER', policy, standardHeaders: 'draft-11' }, 'options.standardHeaders must be a boolean, got string "draft-11"'],
       [{ binding: 'LIMITER', policy, legacyHeaders: 0 }, 'options.legacyHeaders must be a boolean, got number 0'],
       [{ binding: 'LIMITER', policy, skipFailedRequests: 'yes' }, 'options.skipFailedRequests must be a boolean, got string "yes"'],
+      [{ binding: 'LIMITER', policy, shadow: 1 }, 'options.shadow must be a boolean, got number 1'],
+      [{ binding: 'LIMITER', policy, onDecision: 'log' }, 'options.onDecision must be a function, got string "log"'],
       [{ binding: 'LIMITER', policy, skipSuccessfulRequests: true, skipFailedRequests: true }, 'options.skipSuccessfulRequests and options.skipFailedRequests together would count no request'],
       [{ binding: 'LIMITER', policy, requestWasSuccessful: () => true }, 'options.requestWasSuccessful needs skipSuccessfulRequests or skipFailedRequests'],
       [{ binding: 'LIMITER', policy, skipFailedRequests: true, requestWasSuccessful: 200 }, 'options.requestWasSuccessful must be a function, got number 200'],
@@ -883,6 +887,114 @@ describe('counting only failures or only successes', () => {
     const [r1, r2] = options.policy.map(({ name, ...limits }) => stub('198.51.100.26').limit(name, 0, limits));
     expect((await r1).remaining).toBe(4);
     expect((await r2).remaining).toBe(1);
+  });
+});
+
+describe('shadow mode and decision events', () => {
+  it('shadow: decides and counts as enforced, blocks nothing, sends no headers; events say what it would have done', async () => {
+    const policy = { name: 'trial', max_tokens: 1, refill_every_seconds: 60 };
+    const events: RateLimitEvent[] = [];
+    const handler = counting();
+    const fetch = rateLimit({ binding: 'LIMITER', policy, shadow: true, onDecision: (e) => void events.push(e) })(handler);
+    for (let i = 0; i < 3; i++) {
+      const response = await fetch(request('198.51.100.150'), env, ctx);
+      expect(response.status).toBe(201);
+      expect(rateHeaders(response)).toEqual({});
+    }
+    expect(handler.calls).toBe(3);
+    expect(events.map((e) => [e.outcome, e.shadow, e.passed])).toEqual([
+      ['allowed', true, true],
+      ['denied', true, true],
+      ['denied', true, true],
+    ]);
+    expect(events[1]).toEqual({
+      outcome: 'denied',
+      shadow: true,
+      passed: true,
+      local: false,
+      key: '198.51.100.150',
+      policies: ['trial'],
+      violated: ['trial'],
+      cost: 1,
+      remaining: 0,
+      retryAfterMs: 60_000,
+      error: undefined,
+    });
+    // The bucket is exactly where enforcing would have left it: one token taken.
+    expect((await stub('198.51.100.150').getStatus('trial')).remaining).toBe(0);
+  });
+
+  it('shadow: a limiter that fails blocks nothing either; the event says failed and passed', async () => {
+    const error = overloaded();
+    const { binding } = failingBinding(() => Promise.reject(error));
+    const events: RateLimitEvent[] = [];
+    const fetch = rateLimit({ binding, policy: { name: 'trial' }, shadow: true, onError: () => {}, onDecision: (e) => void events.push(e) })(counting());
+    expect((await fetch(request('198.51.100.151'), env, ctx)).status).toBe(201);
+    expect(events).toEqual([
+      { outcome: 'failed', shadow: true, passed: true, local: false, key: '198.51.100.151', policies: ['trial'], violated: [], cost: 1, remaining: null, retryAfterMs: null, error },
+    ]);
+    const closed: RateLimitEvent[] = [];
+    const enforced = rateLimit({ binding, policy: { name: 'trial' }, onError: () => {}, onDecision: (e) => void closed.push(e) })(counting());
+    expect((await enforced(request('198.51.100.151'), env, ctx)).status).toBe(503);
+    expect(closed.map((e) => [e.outcome, e.shadow, e.passed])).toEqual([['failed', false, false]]);
+  });
+
+  it('events of several policies name the violated ones; local decisions say local', async () => {
+    const events: RateLimitEvent[] = [];
+    const onDecision = (e: RateLimitEvent) => void events.push(e);
+    const policy = [
+      { name: 'burst', max_tokens: 2, refill_every_seconds: 60 },
+      { name: 'daily', max_tokens: 100, refill_every_seconds: 864 },
+    ];
+    const fetch = rateLimit({ binding: 'LIMITER', policy, cost: 1, onDecision })(counting());
+    for (let i = 0; i < 3; i++) await fetch(request('198.51.100.152'), env, ctx);
+    expect(events.map((e) => [e.outcome, e.violated, e.remaining, e.passed])).toEqual([
+      ['allowed', [], 1, true],
+      ['allowed', [], 0, true],
+      ['denied', ['burst'], 0, false],
+    ]);
+    const local = new LocalLimits();
+    const localEvents: RateLimitEvent[] = [];
+    const leased = rateLimit({ binding: 'LIMITER', policy: { name: 'far', max_tokens: 1000, refill_every_seconds: 1 }, local, onDecision: (e) => void localEvents.push(e) })(counting());
+    for (let i = 0; i < 20; i++) await leased(request('198.51.100.153'), env, ctx);
+    expect(localEvents.every((e) => e.outcome === 'allowed')).toBe(true);
+    expect(localEvents.filter((e) => !e.local)).toHaveLength(local.calls);
+    expect(localEvents.filter((e) => e.local)).toHaveLength(local.localAnswers);
+    expect(local.localAnswers).toBeGreaterThan(10);
+  });
+
+  it('an async hook goes to waitUntil; one that throws or rejects never changes the answer', async () => {
+    const policy = { name: 'hooked', max_tokens: 5, refill_every_seconds: 60 };
+    const { context, settled } = collectingContext();
+    const written: string[] = [];
+    const asyncHook = rateLimit({
+      binding: 'LIMITER',
+      policy,
+      onDecision: async (e) => {
+        await Promise.resolve();
+        written.push(e.outcome);
+      },
+    })(counting());
+    expect((await asyncHook(request('198.51.100.154'), env, context)).status).toBe(201);
+    await settled();
+    expect(written).toEqual(['allowed']);
+    const logged = vi.spyOn(console, 'error').mockImplementation(() => {});
+    for (const onDecision of [
+      () => {
+        throw new Error('hook broke');
+      },
+      async () => {
+        throw new Error('hook rejected');
+      },
+    ]) {
+      const fetch = rateLimit({ binding: 'LIMITER', policy, onDecision })(counting());
+      const response = await fetch(request('198.51.100.154'), env, context);
+      await settled();
+      expect(response.status).toBe(201);
+      expect(response.headers.get('RateLimit-Policy')).toBe('"hooked";q=5;w=300');
+    }
+    expect(logged).toHaveBeenCalledTimes(2);
+    expect(String(logged.mock.calls[0][0])).toMatch(/^options\.onDecision failed for GET /);
   });
 });
 
