@@ -164,6 +164,22 @@ export interface RateLimitMiddlewareOptions<E = any, C = unknown> {
   onDecision?(event: RateLimitEvent, request: Request, env: E, context: C): void | Promise<void>;
 }
 
+/** What `analyticsEngineEvents` needs of an Analytics Engine dataset binding. */
+export interface AnalyticsEngineDatasetLike {
+  writeDataPoint(point: { indexes?: string[]; blobs?: string[]; doubles?: number[] }): void;
+}
+
+/**
+ * An `onDecision` hook that writes one data point per decision to Workers Analytics Engine:
+ * `dataset` is the binding's name in env, the binding, or a function of env. The schema (index1
+ * the key; blob1 outcome, blob2 enforced or shadow, blob3 local or object, blob4 policies,
+ * blob5 violated, blob6 error, blob7 the whole key; double1 cost, double2 remaining, double3
+ * retryAfterMs, double4 passed) is in the README, with its SQL.
+ */
+export declare function analyticsEngineEvents<E = any>(
+  dataset: string | AnalyticsEngineDatasetLike | ((env: E) => AnalyticsEngineDatasetLike),
+): (event: RateLimitEvent, request: Request, env: E) => void;
+
 /** One decision of the middleware, for `onDecision`. */
 export interface RateLimitEvent {
   /** `failed`: the limiter could not be reached (see `passed` for what happened then). */

@@ -4,6 +4,8 @@
 import { rateLimitHeaders } from './headers.js';
 import { decidedHere, LocalLimits } from './local.js';
 
+export { analyticsEngineEvents } from './analytics.js';
+
 export { LocalLimits };
 
 // `local: true`: one set of leases and denials for the isolate's life, shared by every

@@ -5,6 +5,7 @@
 import { createExecutionContext } from 'cloudflare:test';
 import { env } from 'cloudflare:workers';
 import {
+  analyticsEngineEvents,
   checkRateLimit,
   clientKey,
   LocalLimits,
@@ -995,6 +996,57 @@ describe('shadow mode and decision events', () => {
     }
     expect(logged).toHaveBeenCalledTimes(2);
     expect(String(logged.mock.calls[0][0])).toMatch(/^options\.onDecision failed for GET /);
+  });
+});
+
+describe('analyticsEngineEvents', () => {
+  /** A dataset that keeps what is written (the local binding keeps nothing to read back). */
+  function keeping() {
+    const points: { indexes?: string[]; blobs?: string[]; doubles?: number[] }[] = [];
+    return { points, dataset: { writeDataPoint: (point: (typeof points)[number]) => void points.push(point) } };
+  }
+
+  it('writes one data point per decision, in the documented schema', async () => {
+    const { points, dataset } = keeping();
+    const policy = { name: 'ae', max_tokens: 1, refill_every_seconds: 60 };
+    const fetch = rateLimit({ binding: 'LIMITER', policy, onDecision: analyticsEngineEvents(dataset) })(counting());
+    await fetch(request('198.51.100.160'), env, ctx);
+    await fetch(request('198.51.100.160'), env, ctx);
+    expect(points).toEqual([
+      { indexes: ['198.51.100.160'], blobs: ['allowed', 'enforced', 'object', 'ae', '', '', '198.51.100.160'], doubles: [1, 0, 0, 1] },
+      { indexes: ['198.51.100.160'], blobs: ['denied', 'enforced', 'object', 'ae', 'ae', '', '198.51.100.160'], doubles: [1, 0, 60_000, 0] },
+    ]);
+    const error = overloaded();
+    const { binding } = failingBinding(() => Promise.reject(error));
+    const shadow = rateLimit({ binding, policy, shadow: true, onError: () => {}, onDecision: analyticsEngineEvents(() => dataset) })(counting());
+    await shadow(request('198.51.100.160'), env, ctx);
+    expect(points[2]).toEqual({
+      indexes: ['198.51.100.160'],
+      blobs: ['failed', 'shadow', 'object', 'ae', '', error.message, '198.51.100.160'],
+      doubles: [1, -1, -1, 1],
+    });
+  });
+
+  it('cuts the index to 96 bytes at a character boundary; blob7 keeps the whole key', async () => {
+    const { points, dataset } = keeping();
+    const key = 'ü'.repeat(60); // 120 bytes
+    const fetch = rateLimit({ binding: 'LIMITER', policy: { name: 'long' }, key: () => key, onDecision: analyticsEngineEvents(dataset) })(counting());
+    await fetch(request('198.51.100.161'), env, ctx);
+    expect(points[0].indexes).toEqual(['ü'.repeat(48)]);
+    expect(points[0].blobs?.[6]).toBe(key);
+  });
+
+  it('writes to the real binding by its name in env; a missing binding is logged, never changing the answer', async () => {
+    const bound = env as unknown as { RATE_LIMIT_EVENTS: AnalyticsEngineDataset };
+    const write = vi.spyOn(bound.RATE_LIMIT_EVENTS, 'writeDataPoint');
+    const fetch = rateLimit({ binding: 'LIMITER', policy: { name: 'real' }, onDecision: analyticsEngineEvents('RATE_LIMIT_EVENTS') })(counting());
+    expect((await fetch(request('198.51.100.162'), env, ctx)).status).toBe(201);
+    expect(write).toHaveBeenCalledTimes(1);
+    const logged = vi.spyOn(console, 'error').mockImplementation(() => {});
+    const missing = rateLimit({ binding: 'LIMITER', policy: { name: 'real' }, onDecision: analyticsEngineEvents('NO_SUCH_DATASET') })(counting());
+    expect((await missing(request('198.51.100.162'), env, ctx)).status).toBe(201);
+    expect(String(logged.mock.calls[0]?.[1])).toMatch(/env\.NO_SUCH_DATASET is not an Analytics Engine dataset/);
+    expect(() => analyticsEngineEvents(42 as never)).toThrow(TypeError);
   });
 });
 

@@ -27,7 +27,13 @@ export default defineConfig({
         root,
         plugins: [
           // Both relative to `root`.
-          cloudflareTest({ main: './example/src/index.ts', wrangler: { configPath: './wrangler.toml' } }),
+          cloudflareTest({
+            main: './example/src/index.ts',
+            wrangler: { configPath: './wrangler.toml' },
+            // A real Analytics Engine binding for the decision events' helper (Miniflare's
+            // local one accepts writes and keeps none).
+            miniflare: { analyticsEngineDatasets: { RATE_LIMIT_EVENTS: { dataset: 'rate_limit_events' } } },
+          }),
         ],
         test: { name: 'memory', include: ['tests/workers/*.test.ts'], testTimeout: TIMEOUT_MS },
       },
