@@ -10,6 +10,10 @@
 //   /rpc-limit    rateLimit({ binding, policy: AT, key }): a bucket whose limit binds
 //   /local-limit  the same with `local`
 //   /shares-limit the same with `local: { shares: true }` (a LocalLimits with shares)
+//   /noheaders-far local-far with `standardHeaders: false, legacyHeaders: false`
+//   /shadow-far   local-far with `shadow: true` (decides and counts, blocks nothing, no headers)
+//   /events-far   local-far with `onDecision: analyticsEngineEvents(dataset)`, the dataset a
+//                 stand-in whose writeDataPoint keeps nothing (what the local binding does)
 //   /stats?v=<path>&t=<tag>  JSON: what the Worker saw of that variant and tag (below)
 // FAR (max_tokens 1e9) is never reached: every request is allowed. AT (max_tokens AT_MAX_TOKENS,
 // one token per AT_REFILL_SECONDS, text bindings from local.mjs) is far below the offered load.
@@ -21,7 +25,7 @@
 // first request's arrival and after the last decision; workerd's clock only moves on I/O, so
 // these are the times of the surrounding network events.
 import { RateLimiterServer, rateLimitHeaders } from '@delightstack/rate-limiter';
-import { LocalLimits, rateLimit, withHeaders } from '@delightstack/rate-limiter/middleware';
+import { analyticsEngineEvents, LocalLimits, rateLimit, withHeaders } from '@delightstack/rate-limiter/middleware';
 
 export { RateLimiterServer };
 
@@ -32,6 +36,13 @@ const handler = () => new Response('ok');
 // A decision as the far bucket answers it (allowed), for /headers.
 const DECISION = { allowed: true, remaining: 999_999_000, limit: 1e9, reset_in_ms: 1000, retry_after_ms: 0, window_ms: 1e12 };
 const headersOnly = async (request, env, ctx) => withHeaders(await handler(request, env, ctx), rateLimitHeaders(DECISION, { name: 'far' }));
+
+/** The options local-far takes on in the variants of the middleware's own options. */
+const OPTIONS_OF = {
+  'noheaders-far': { standardHeaders: false, legacyHeaders: false },
+  'shadow-far': { shadow: true },
+  'events-far': { onDecision: analyticsEngineEvents({ writeDataPoint() {} }) },
+};
 
 /** (variant, tag) → { fetch, limits, requests, admitted, denied, other, samples, first_ms, last_ms }. */
 const runs = new Map();
@@ -46,7 +57,7 @@ function runOf(variant, tag, env) {
     refill_every_seconds: Number(env.AT_REFILL_SECONDS ?? 0.01),
   };
   const policy = variant.endsWith('-far') ? FAR : at;
-  const limits = variant.startsWith('local-')
+  const limits = variant.startsWith('local-') || variant in OPTIONS_OF
     ? new LocalLimits()
     : variant.startsWith('shares-')
       ? new LocalLimits({ shares: true })
@@ -57,13 +68,13 @@ function runOf(variant, tag, env) {
       ? handler
       : variant === 'headers'
         ? headersOnly
-        : rateLimit({ binding: 'LIMITER', policy, key: () => key, local: limits ?? false })(handler);
+        : rateLimit({ binding: 'LIMITER', policy, key: () => key, local: limits ?? false, ...OPTIONS_OF[variant] })(handler);
   run = { fetch, limits, policy, requests: 0, admitted: 0, denied: 0, other: 0, samples: [], first_ms: null, last_ms: null };
   runs.set(name, run);
   return run;
 }
 
-const VARIANTS = new Set(['none', 'headers', 'rpc-far', 'local-far', 'rpc-limit', 'local-limit', 'shares-limit']);
+const VARIANTS = new Set(['none', 'headers', 'rpc-far', 'local-far', 'rpc-limit', 'local-limit', 'shares-limit', ...Object.keys(OPTIONS_OF)]);
 
 export default {
   async fetch(request, env, ctx) {

@@ -50,7 +50,7 @@ const env = process.env;
 const { duration: DURATION, warmup: WARMUP, rounds: ROUNDS, connections: CONNECTIONS, threads: WRK_THREADS } = KNOBS;
 const AT_MAX_TOKENS = Number(env.AT_MAX_TOKENS ?? 100);
 const AT_REFILL_SECONDS = Number(env.AT_REFILL_SECONDS ?? 0.01);
-const ALL = ['none', 'headers', 'rpc-far', 'local-far', 'rpc-limit', 'local-limit', 'shares-limit'];
+const ALL = ['none', 'headers', 'rpc-far', 'local-far', 'rpc-limit', 'local-limit', 'shares-limit', 'noheaders-far', 'shadow-far', 'events-far'];
 const VARIANTS = (env.VARIANTS ?? ALL.join(' ')).split(/\s+/).filter(Boolean);
 // The limiter rounds an interval up to a whole nanosecond (at least 1 ns).
 const INTERVAL_NS = Math.max(1, Math.ceil(Math.round(AT_REFILL_SECONDS * 1e12) / 1e3));
@@ -216,6 +216,10 @@ const ratios = {
   local_limit_over_none_rps: ratio(by['local-limit']?.rps, by.none?.rps),
   shares_limit_rpcs_per_request: by['shares-limit'] ? Number(by['shares-limit'].rpcs_per_request.toPrecision(3)) : null,
   shares_limit_over_bound_admitted: ratio(by['shares-limit']?.admitted, by['shares-limit']?.bound),
+  noheaders_far_over_none_rps: ratio(by['noheaders-far']?.rps, by.none?.rps),
+  shadow_far_over_local_far_rps: ratio(by['shadow-far']?.rps, by['local-far']?.rps),
+  shadow_far_rpcs_per_request: by['shadow-far'] ? Number(by['shadow-far'].rpcs_per_request.toPrecision(3)) : null,
+  events_far_over_local_far_rps: ratio(by['events-far']?.rps, by['local-far']?.rps),
 };
 const check = (value, ok) => (value === null || value === undefined ? null : ok(value));
 const goals = {
@@ -226,6 +230,8 @@ const goals = {
   shares_limit_le_0_01_rpcs_per_request: check(ratios.shares_limit_rpcs_per_request, (x) => x <= 0.01),
   shares_limit_ge_0_95_bound_admitted: check(ratios.shares_limit_over_bound_admitted, (x) => x >= 0.95),
   shares_limit_never_above_bound: check(by['shares-limit']?.max_over_bound, (x) => x <= 0),
+  noheaders_far_ge_0_9_none_rps: check(ratios.noheaders_far_over_none_rps, (x) => x >= 0.9),
+  local_far_ge_0_95_headers_rps: check(ratios.local_far_over_headers_rps, (x) => x >= 0.95),
 };
 const show = (x) => (x === null || x === undefined ? 'n/a' : x);
 const met = (x) => (x === null || x === undefined ? 'n/a' : x ? 'met' : 'not met');
@@ -245,6 +251,12 @@ console.log(
   `LOCAL shares-limit RPCs per request=${show(ratios.shares_limit_rpcs_per_request)} (goal <= 0.01: ${met(goals.shares_limit_le_0_01_rpcs_per_request)}); ` +
     `admitted/bound=${show(ratios.shares_limit_over_bound_admitted)} (goal >= 0.95: ${met(goals.shares_limit_ge_0_95_bound_admitted)}); ` +
     `worst round admitted-bound=${show(by['shares-limit']?.max_over_bound)} (goal never above: ${met(goals.shares_limit_never_above_bound)})`,
+);
+console.log(
+  `LOCAL ratio noheaders-far/none rps=${show(ratios.noheaders_far_over_none_rps)} (goal >= 0.9: ${met(goals.noheaders_far_ge_0_9_none_rps)}); ` +
+    `local-far/headers rps=${show(ratios.local_far_over_headers_rps)} (goal >= 0.95: ${met(goals.local_far_ge_0_95_headers_rps)}); ` +
+    `shadow-far/local-far rps=${show(ratios.shadow_far_over_local_far_rps)}, RPCs per request shadow=${show(ratios.shadow_far_rpcs_per_request)} ` +
+    `local=${show(ratios.local_far_rpcs_per_request)}; events-far/local-far rps=${show(ratios.events_far_over_local_far_rps)}`,
 );
 
 mkdirSync(OUT_DIR, { recursive: true });
