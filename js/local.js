@@ -110,6 +110,28 @@ export class LocalLimits {
     return this.#leased(entry, stub, key, cost, policy);
   }
 
+  /**
+   * `stub.refund(key, cost)`, given back to this isolate's plain lease on that bucket when
+   * the lease is live and has spent at least `cost` (the object counts the lease as taken and
+   * gets its unused part when it is settled: the same as a refund there, without a call);
+   * otherwise a call (a share's tokens go back through the object too).
+   */
+  async refund(owner, scope, stub, key, cost, policy = undefined) {
+    const number = this.#owners.get(owner);
+    const entry = number === undefined ? undefined : this.#entries.get(entryName(number, scope, key, policy));
+    const lease = entry?.lease ?? null;
+    const units = Math.ceil(cost * BILLION);
+    if (
+      typeof cost === 'number' && cost > 0 && units < Infinity &&
+      lease !== null && this.#clock() < lease.deadline && lease.used >= units
+    ) {
+      lease.used -= units;
+      return;
+    }
+    this.calls += 1;
+    await stubOf(stub).refund(key, cost);
+  }
+
   /** `decision`, made in this isolate without a call: counted, and marked (decidedHere). */
   #here(decision) {
     this.localAnswers += 1;
@@ -378,7 +400,7 @@ export class LocalLimits {
       number = this.#nextOwner++;
       this.#owners.set(owner, number);
     }
-    const name = `${number}\u0000${scope}\u0000${key}\u0000${policyName(policy)}`;
+    const name = entryName(number, scope, key, policy);
     let entry = this.#entries.get(name);
     if (entry === undefined) {
       if (this.#entries.size >= MAX_ENTRIES) this.#forgetOldest();
@@ -395,6 +417,11 @@ export class LocalLimits {
       return;
     }
   }
+}
+
+/** The name of a bucket's entry: its owner's number, scope, key and policy. */
+function entryName(number, scope, key, policy) {
+  return `${number}\u0000${scope}\u0000${key}\u0000${policyName(policy)}`;
 }
 
 /** The decisions LocalLimits made without a call (for the middleware's decision events). */

@@ -85,7 +85,22 @@ export declare class LocalLimits {
     /** The request's `ctx.waitUntil`: keeps a share's renewal running after the response. */
     waitUntil?: (promise: Promise<unknown>) => void,
   ): Promise<RateLimitDecision>;
+  /**
+   * `stub.refund(key, cost)`: given back to this isolate's plain lease on the bucket when it
+   * holds a live one that has spent at least `cost` (no call), else a call.
+   */
+  refund(
+    owner: object,
+    scope: string,
+    stub: RefundStub | (() => RefundStub),
+    key: string,
+    cost: number,
+    policy?: RateLimiterOptions,
+  ): Promise<void>;
 }
+
+/** What `LocalLimits.refund` calls on a stub. */
+export type RefundStub = Required<Pick<RateLimiterStub, 'refund'>>;
 
 /**
  * Options of `rateLimit`, `honoRateLimit` and `checkRateLimit`. `E` is the Worker's env,

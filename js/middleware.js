@@ -307,12 +307,16 @@ export async function checkRateLimit(request, env, options, context) {
         : problem(429, quotaExceeded(decision, names, headers), headers);
     return { response, ...went, refund: nothingToRefund };
   }
-  // Gives the cost back to every policy, once: one refund call per policy.
+  // Gives the cost back to every policy, once: one refund call per policy, or none when
+  // this isolate's lease on the bucket can take it back (local).
   let refunded = false;
   const refund = async () => {
     if (refunded || cost === 0) return;
     refunded = true;
-    const s = ns.get(ns.idFromName(key));
+    const stub = () => ns.get(ns.idFromName(key));
+    const [first] = o.policies;
+    if (o.local !== null && o.single) return o.local.refund(ns, key, stub, first.name, cost, first.limits);
+    const s = stub();
     await Promise.all(o.policies.map((p) => s.refund(p.name, cost)));
   };
   return { response: null, ...went, refund };

@@ -468,3 +468,46 @@ describe('LocalLimits', () => {
     expect(() => rateLimit({ ...base, local: { maxLease: 10 } })).not.toThrow();
   });
 });
+
+describe('LocalLimits.refund', () => {
+  /** A refund stub over `server` that counts its calls. */
+  const refunding = (server: RateLimiterServer) => {
+    const refunds: number[] = [];
+    return { refunds, stub: { refund: async (key: string, cost: number) => void (refunds.push(cost), server.refund(key, cost)) } };
+  };
+  const TEN: RateLimiterOptions = { max_tokens: 10, refill_every_seconds: 3600 };
+
+  it('goes back to the live lease that spent it, with no call: the bucket admits one more in all', async () => {
+    const server = newServer();
+    const { local, ask, owner } = isolate(server);
+    const { refunds, stub } = refunding(server);
+    const HUNDRED: RateLimiterOptions = { max_tokens: 100, refill_every_seconds: 3600 };
+    for (let i = 0; i < 10; i++) {
+      at(i);
+      expect((await ask(1, HUNDRED)).allowed).toBe(true);
+    }
+    const calls = local.calls;
+    await local.refund(owner, 'o', stub, 'k', 1, HUNDRED);
+    expect(refunds).toEqual([]);
+    expect(local.calls).toBe(calls);
+    // Until the first denial (no refill meanwhile): 100 tokens and the one given back.
+    let admitted = 10;
+    for (let i = 10; i < 300; i++) {
+      at(i);
+      if (!(await ask(1, HUNDRED)).allowed) break;
+      admitted += 1;
+    }
+    expect(admitted).toBe(101);
+  });
+
+  it('is a call when no live lease on the bucket has spent it (none yet, or after a settle)', async () => {
+    const server = newServer();
+    const { local, owner } = isolate(server);
+    const { refunds, stub } = refunding(server);
+    server.limit('k', 3, TEN);
+    await local.refund(owner, 'o', stub, 'k', 2, TEN);
+    expect(refunds).toEqual([2]);
+    expect(local.calls).toBe(1);
+    expect(server.getStatus('k').remaining).toBe(9);
+  });
+});

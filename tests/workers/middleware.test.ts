@@ -777,6 +777,22 @@ function collectingContext() {
   return { context, settled: () => Promise.all(pending.splice(0)) };
 }
 
+/** env.LIMITER with its stubs' refund replaced by `refund` (given the real stub). */
+function withRefund(refund: (real: ReturnType<typeof env.LIMITER.get>, key: string, tokens: number) => Promise<void>) {
+  return {
+    idFromName: (name: string) => env.LIMITER.idFromName(name),
+    get: (id: DurableObjectId) => {
+      const real = env.LIMITER.get(id);
+      return {
+        limit: (key: string, cost?: number, p?: RateLimitPolicy) => real.limit(key, cost, p),
+        limitAll: (requests: Parameters<typeof real.limitAll>[0]) => real.limitAll(requests),
+        limitLeased: (...args: Parameters<typeof real.limitLeased>) => real.limitLeased(...args),
+        refund: (key: string, tokens: number) => refund(real, key, tokens),
+      };
+    },
+  } satisfies RateLimiterNamespace<DurableObjectId>;
+}
+
 describe('counting only failures or only successes', () => {
   it('skipSuccessfulRequests: 20 concurrent failed logins on a limit of 5 reach the handler 5 times; successes are given back', async () => {
     const policy = { name: 'login', max_tokens: 5, refill_every_seconds: 300 };
@@ -850,17 +866,7 @@ describe('counting only failures or only successes', () => {
   it('a refund that fails goes to onError, and the request stays counted', async () => {
     const policy = { name: 'lost', max_tokens: 3, refill_every_seconds: 300 };
     const error = overloaded();
-    const binding = {
-      idFromName: (name: string) => env.LIMITER.idFromName(name),
-      get: (id: DurableObjectId) => {
-        const real = env.LIMITER.get(id);
-        return {
-          limit: (key: string, cost?: number, p?: RateLimitPolicy) => real.limit(key, cost, p),
-          limitAll: (requests: Parameters<typeof real.limitAll>[0]) => real.limitAll(requests),
-          refund: () => Promise.reject(error),
-        };
-      },
-    } satisfies RateLimiterNamespace<DurableObjectId>;
+    const binding = withRefund(() => Promise.reject(error));
     const onError = vi.fn();
     const { context, settled } = collectingContext();
     const fetch = rateLimit({ binding, policy, skipSuccessfulRequests: true, onError })(counting());
@@ -868,6 +874,22 @@ describe('counting only failures or only successes', () => {
     await settled();
     expect(onError).toHaveBeenCalledWith(error, expect.any(Request));
     expect((await stub('198.51.100.25').getStatus('lost')).remaining).toBe(2);
+  });
+
+  it('with local, a refund goes back to the isolate\'s lease where it can: no call for those', async () => {
+    const refunds: string[] = [];
+    const binding = withRefund((real, key, tokens) => (refunds.push(key), real.refund(key, tokens)));
+    const local = new LocalLimits();
+    const policy = { name: 'login', max_tokens: 5, refill_every_seconds: 300 };
+    const fetch = rateLimit({ binding, policy, local, skipSuccessfulRequests: true })(counting());
+    const { context, settled } = collectingContext();
+    for (let i = 0; i < 20; i++) {
+      at(i);
+      expect((await fetch(request('198.51.100.27'), env, context)).status).toBe(201);
+      await settled();
+    }
+    // Every success was given back, so a bucket of 5 served 20; most refunds made no call.
+    expect(refunds.length).toBeLessThan(5);
   });
 
   it('checkRateLimit: refund() gives the cost back to every policy, once; a denial has nothing to give', async () => {
