@@ -253,7 +253,7 @@ function namespace(binding, env) {
 }
 
 /**
- * One rate-limit decision for `request`: `{ response, headers, decision, error, skipped }`.
+ * One rate-limit decision for `request`: `{ response, headers, decision, error, skipped, refund }`.
  * `response` is what to answer instead of running the handler (the 429, or the 503 when the
  * limiter failed and failOpen is off), else null; `headers` go on the handler's response.
  */
@@ -289,7 +289,7 @@ export async function checkRateLimit(request, env, options, context) {
     o.onError(error, request);
     // A shadow limit never blocks, not even when it cannot decide.
     const passes = o.failOpen || o.shadow;
-    report(o, { ...failedEvent, passed: passes, shadow: o.shadow, key, policies: o.names, cost, error }, request, env, context);
+    report(o, failedEvent(o, key, cost, passes, error), request, env, context);
     return { response: passes ? null : unavailable(), headers: {}, decision: null, error, skipped: false, refund: nothingToRefund };
   }
 
@@ -322,9 +322,13 @@ export async function checkRateLimit(request, env, options, context) {
   return { response: null, ...went, refund };
 }
 
-const failedEvent = { outcome: 'failed', local: false, violated: [], remaining: null, retryAfterMs: null };
+/** The event of a decision that failed (section 9.12 of docs/SPEC.md). */
+function failedEvent(o, key, cost, passed, error) {
+  const event = { outcome: 'failed', shadow: o.shadow, passed, local: false, key, policies: [...o.names] };
+  return { ...event, violated: [], cost, remaining: null, retryAfterMs: null, error };
+}
 
-/** The decision event of `decision` (section 9.12 of docs/SPEC.md). */
+/** The event of `decision` (section 9.12 of docs/SPEC.md); its arrays are the hook's own. */
 function decisionEvent(o, decision, key, cost, here) {
   const results = o.single ? [decision] : decision.results;
   return {
@@ -333,7 +337,7 @@ function decisionEvent(o, decision, key, cost, here) {
     passed: decision.allowed || o.shadow,
     local: here,
     key,
-    policies: o.names,
+    policies: [...o.names],
     violated: decision.allowed ? [] : o.names.filter((_, i) => o.single || !results[i].allowed),
     cost,
     remaining: Math.min(...results.map((d) => Math.floor(d.remaining))),
