@@ -192,8 +192,9 @@ function compile(options) {
     onError: onError ?? logFailure,
     local: localLimits(local),
     headers: { standardHeaders, legacyHeaders },
-    // Which outcomes are given back after the handler (none: the wrappers skip the check).
-    refunds: skipSuccessfulRequests || skipFailedRequests ? { skipSuccessfulRequests, skipFailedRequests } : null,
+    // Which outcomes are given back after the handler.
+    skipSuccessfulRequests,
+    skipFailedRequests,
     requestWasSuccessful: requestWasSuccessful ?? ((request, response) => response.status < 400),
     shadow,
     onDecision,
@@ -289,13 +290,13 @@ export async function checkRateLimit(request, env, options, context) {
     o.onError(error, request);
     // A shadow limit never blocks, not even when it cannot decide.
     const passes = o.failOpen || o.shadow;
-    report(o, failedEvent(o, key, cost, passes, error), request, env, context);
+    if (o.onDecision !== undefined) report(o, failedEvent(o, key, cost, passes, error), request, env, context);
     return { response: passes ? null : unavailable(), headers: {}, decision: null, error, skipped: false, refund: nothingToRefund };
   }
 
   const names = o.names;
-  const here = o.local !== null && o.single && decidedHere(decision);
-  report(o, decisionEvent(o, decision, key, cost, here), request, env, context);
+  // (Events are made only for a hook: most middlewares have none, and this is every request.)
+  if (o.onDecision !== undefined) report(o, decisionEvent(o, decision, key, cost), request, env, context);
   // A shadow limit decides and counts as if enforced, but sends no headers and blocks nothing.
   const headers = o.shadow ? {} : rateLimitHeaders(decision, { name: o.single ? names[0] : names, ...o.headers });
   const went = { headers, decision, error: undefined, skipped: false };
@@ -329,13 +330,13 @@ function failedEvent(o, key, cost, passed, error) {
 }
 
 /** The event of `decision` (section 9.12 of docs/SPEC.md); its arrays are the hook's own. */
-function decisionEvent(o, decision, key, cost, here) {
+function decisionEvent(o, decision, key, cost) {
   const results = o.single ? [decision] : decision.results;
   return {
     outcome: decision.allowed ? 'allowed' : 'denied',
     shadow: o.shadow,
     passed: decision.allowed || o.shadow,
-    local: here,
+    local: o.local !== null && o.single && decidedHere(decision),
     key,
     policies: [...o.names],
     violated: decision.allowed ? [] : o.names.filter((_, i) => o.single || !results[i].allowed),
@@ -351,7 +352,6 @@ function decisionEvent(o, decision, key, cost, here) {
  * waitUntil, and what it throws or rejects with is logged, never changing the answer.
  */
 function report(o, event, request, env, context) {
-  if (o.onDecision === undefined) return;
   const logged = (error) => console.error(`options.onDecision failed for ${request.method} ${request.url}:`, error);
   try {
     const result = o.onDecision(event, request, env, context);
@@ -370,7 +370,7 @@ async function nothingToRefund() {}
  * limiter failure (onError); the request then stays counted.
  */
 async function settleOutcome(o, result, request, env, context, response, thrown) {
-  if (o.refunds === null) return;
+  if (!o.skipSuccessfulRequests && !o.skipFailedRequests) return;
   let successful = false;
   if (!thrown) {
     successful = await o.requestWasSuccessful(request, response, env, context);
@@ -378,7 +378,7 @@ async function settleOutcome(o, result, request, env, context, response, thrown)
       throw new TypeError(`options.requestWasSuccessful must return a boolean, got ${describe(successful)}`);
     }
   }
-  if (successful ? o.refunds.skipSuccessfulRequests : o.refunds.skipFailedRequests) {
+  if (successful ? o.skipSuccessfulRequests : o.skipFailedRequests) {
     keepAlive(context, result.refund().catch((error) => o.onError(error, request)));
   }
 }
