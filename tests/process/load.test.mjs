@@ -55,7 +55,7 @@ describe(`load: ${SECONDS} s, ${CONNECTIONS} connections from a second process`,
     console.log(
       `process load: requests=${report.requests} seconds=${(report.duration_ms / 1000).toFixed(1)} ` +
         `rps=${Math.round(report.requests / (report.duration_ms / 1000))} connections=${CONNECTIONS} ` +
-        `errors=${report.errors} tokens=${totalTokens} admitted(got/max): ${admitted}`,
+        `errors=${report.errors} stale-socket retries=${report.stale_retries} tokens=${totalTokens} admitted(got/max): ${admitted}`,
     );
   });
 

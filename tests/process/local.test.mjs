@@ -153,7 +153,7 @@ describe(`local decisions: ${EDGES} Worker isolates, ${CONNECTIONS} connections 
     const bounds = (mode) => boundBuckets.filter((b) => b.mode === mode).reduce((s, b) => s + bound(b, T), 0);
     console.log(
       `local bound phase: seconds=${(T / 1000).toFixed(1)} edges=${EDGES} connections=${CONNECTIONS} ` +
-        `requests=${report.requests} (rpc ${rpc.requests}, local ${loc.requests}) errors=${report.errors} ` +
+        `requests=${report.requests} (rpc ${rpc.requests}, local ${loc.requests}) errors=${report.errors} stale-socket retries=${report.stale_retries} ` +
         `admitted rpc=${rpc.admitted} local=${loc.admitted} (bound ${bounds('local')} each) ` +
         `ratio=${(loc.admitted / rpc.admitted).toFixed(4)} ` +
         `rpcs/request local=${(bound1.calls / loc.requests).toFixed(4)} (calls ${bound1.calls}, local answers ${bound1.localAnswers}, per edge ${bound1.edgeCalls.join('/')}) rpc=1`,
@@ -174,7 +174,7 @@ describe(`local decisions: ${EDGES} Worker isolates, ${CONNECTIONS} connections 
     console.log(
       `local far phase: seconds=${(far.report.duration_ms / 1000).toFixed(1)} requests=${far.report.requests} ` +
         `(${Math.round(perHolder)}/s per isolate and bucket) ` +
-        `errors=${far.report.errors} admitted local=${f.admitted} ` +
+        `errors=${far.report.errors} stale-socket retries=${far.report.stale_retries} admitted local=${f.admitted} ` +
         `rpcs/request local=${(far.calls / f.requests).toFixed(4)} (calls ${far.calls}, local answers ${far.localAnswers}, per edge ${far.edgeCalls.join('/')})`,
     );
   });
