@@ -10,7 +10,8 @@ const encoder = new TextEncoder();
  * the binding's name in env, the binding itself, or a function of env.
  * index1: the key (cut to 96 bytes; blob7 holds it whole). blob1 outcome (allowed, denied,
  * failed), blob2 mode (enforced, shadow), blob3 where (local, object), blob4 the policies and
- * blob5 the violated ones (comma-separated), blob6 the error's message, blob7 the key.
+ * blob5 the violated ones (comma-separated), blob6 the error's message, blob7 the key, blob8 the policies on
+ * trial and blob9 those of them that would have denied (comma-separated).
  * double1 cost, double2 remaining (-1 when failed), double3 retryAfterMs (-1 when none),
  * double4 1 when the request went on to the handler, else 0.
  */
@@ -36,6 +37,8 @@ export function analyticsEngineEvents(dataset) {
         event.violated.join(','),
         event.error === undefined ? '' : String(event.error?.message ?? event.error),
         event.key,
+        event.shadowPolicies.join(','),
+        event.shadowPolicies.filter((name) => event.violated.includes(name)).join(','),
       ],
       doubles: [event.cost, event.remaining ?? -1, event.retryAfterMs ?? -1, event.passed ? 1 : 0],
     });

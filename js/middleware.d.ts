@@ -13,6 +13,13 @@ import type {
 export interface RateLimitPolicy extends RateLimiterOptions {
   /** Printable ASCII. Default `"default"`; in an array `"default-1"`, `"default-2"`… */
   name?: string;
+  /**
+   * Put this policy on trial beside the enforced ones of an array: it counts the requests the
+   * others let through and it has room for, never blocks, and is left out of the headers
+   * and the 429; `onDecision` names it in `violated` when it would have denied. Every policy
+   * on trial is the middleware's `shadow` mode. Default false.
+   */
+  shadow?: boolean;
 }
 
 /** What the middleware needs of `DurableObjectNamespace<RateLimiterServer>`. */
@@ -188,7 +195,8 @@ export interface AnalyticsEngineDatasetLike {
  * An `onDecision` hook that writes one data point per decision to Workers Analytics Engine:
  * `dataset` is the binding's name in env, the binding, or a function of env. The schema (index1
  * the key; blob1 outcome, blob2 enforced or shadow, blob3 local or object, blob4 policies,
- * blob5 violated, blob6 error, blob7 the whole key; double1 cost, double2 remaining, double3
+ * blob5 violated, blob6 error, blob7 the whole key, blob8 the policies on trial, blob9 those
+ * of them that would have denied; double1 cost, double2 remaining, double3
  * retryAfterMs, double4 passed) is in the README, with its SQL.
  */
 export declare function analyticsEngineEvents<E = any>(
@@ -208,10 +216,12 @@ export interface RateLimitEvent {
   key: string;
   /** The names of the policies, in order. */
   policies: string[];
-  /** The policies that had no room (empty unless denied). */
+  /** The policies on trial: all of them in shadow mode, else those marked `shadow`. */
+  shadowPolicies: string[];
+  /** The policies that had no room, on trial or not (only a trial's when allowed). */
   violated: string[];
   cost: number;
-  /** Whole tokens left in the policy with the fewest; null when failed. */
+  /** Whole tokens left in the enforced policy with the fewest; null when failed. */
   remaining: number | null;
   /** 0 when allowed; when denied, ms until a retry can pass (null: never); null when failed. */
   retryAfterMs: number | null;

@@ -132,13 +132,15 @@ function compile(options) {
     if (typeof p !== 'object' || p === null || Array.isArray(p)) {
       throw new TypeError(`${where} must be an object, got ${describe(p)}`);
     }
-    // The name is the bucket's key and the policy's name in the headers; the rest is sent
-    // to the limiter as it is, so that it reports a typo such as max_token.
-    const { name = Array.isArray(policy) ? `default-${i + 1}` : 'default', ...limits } = p;
+    // The name is the bucket's key and the policy's name in the headers; `shadow` puts it
+    // on trial; the rest is sent to the limiter as it is, so that it reports a typo such as
+    // max_token.
+    const { name = Array.isArray(policy) ? `default-${i + 1}` : 'default', shadow: trial = false, ...limits } = p;
     if (typeof name !== 'string' || !/^[\x20-\x7e]+$/.test(name)) {
       throw new TypeError(`${where}.name must be non-empty printable ASCII text, got ${describe(name)}`);
     }
-    return { name, limits };
+    if (typeof trial !== 'boolean') throw new TypeError(`${where}.shadow must be a boolean, got ${describe(trial)}`);
+    return { name, limits, trial };
   });
   const names = policies.map((p) => p.name);
   const repeated = names.find((n, i) => names.indexOf(n) !== i);
@@ -179,11 +181,18 @@ function compile(options) {
   if (typeof local !== 'boolean' && !(local instanceof LocalLimits) && (typeof local !== 'object' || local === null)) {
     throw new TypeError(`options.local must be a boolean, a LocalLimits or its options, got ${describe(local)}`);
   }
+  // Every policy on trial is shadow mode; some of them, a trial beside enforced ones.
+  const wholeShadow = shadow || policies.every((p) => p.trial);
+  const trial = wholeShadow ? names : policies.filter((p) => p.trial).map((p) => p.name);
   const result = {
     binding,
     policies,
     names,
     single: !Array.isArray(policy),
+    // For several policies: which ones the answer and the headers follow (all but a trial's).
+    enforced: wholeShadow ? policies.map(() => true) : policies.map((p) => !p.trial),
+    partialTrial: !wholeShadow && trial.length > 0,
+    trial,
     key: key ?? clientKey,
     cost,
     skip,
@@ -196,7 +205,7 @@ function compile(options) {
     skipSuccessfulRequests,
     skipFailedRequests,
     requestWasSuccessful: requestWasSuccessful ?? ((request, response) => response.status < 400),
-    shadow,
+    shadow: wholeShadow,
     onDecision,
   };
   compiled.set(options, result);
@@ -281,7 +290,7 @@ export async function checkRateLimit(request, env, options, context) {
     // Several policies are one all-or-nothing limitAll call: never decided locally. Locally
     // decided requests never make the stub.
     decision = !o.single
-      ? await stub().limitAll(o.policies.map((p) => ({ key: p.name, cost, policy: p.limits })))
+      ? await stub().limitAll(o.policies.map((p, i) => limitRequest(o, p, i, cost)))
       : o.local !== null
         ? await o.local.limit(ns, key, stub, first.name, cost, first.limits, (promise) => keepAlive(context, promise))
         : await stub().limit(first.name, cost, first.limits);
@@ -294,22 +303,23 @@ export async function checkRateLimit(request, env, options, context) {
     return { response: passes ? null : unavailable(), headers: {}, decision: null, error, skipped: false, refund: nothingToRefund };
   }
 
-  const names = o.names;
   // (Events are made only for a hook: most middlewares have none, and this is every request.)
   if (o.onDecision !== undefined) report(o, decisionEvent(o, decision, key, cost), request, env, context);
-  // A shadow limit decides and counts as if enforced, but sends no headers and blocks nothing.
-  const headers = o.shadow ? {} : rateLimitHeaders(decision, { name: o.single ? names[0] : names, ...o.headers });
+  // A shadow limit decides and counts as if enforced, but sends no headers and blocks nothing;
+  // a policy on trial beside enforced ones is left out of the headers and the 429.
+  const [shown, names] = o.partialTrial ? enforcedPart(o, decision) : [decision, o.names];
+  const headers = o.shadow ? {} : rateLimitHeaders(shown, { name: o.single ? names[0] : names, ...o.headers });
   const went = { headers, decision, error: undefined, skipped: false };
   if (!decision.allowed) {
     if (o.shadow) return { response: null, ...went, refund: nothingToRefund };
     const response =
       o.denied !== undefined
         ? addHeaders(await o.denied(request, decision, env, context), headers, 'options.denied must return')
-        : problem(429, quotaExceeded(decision, names, headers), headers);
+        : problem(429, quotaExceeded(shown, names, headers), headers);
     return { response, ...went, refund: nothingToRefund };
   }
-  // Gives the cost back to every policy, once: one refund call per policy, or none when
-  // this isolate's lease on the bucket can take it back (local).
+  // Gives the cost back to every policy that took it, once: one refund call per policy, or
+  // none when this isolate's lease on the bucket can take it back (local).
   let refunded = false;
   const refund = async () => {
     if (refunded || cost === 0) return;
@@ -318,14 +328,29 @@ export async function checkRateLimit(request, env, options, context) {
     const [first] = o.policies;
     if (o.local !== null && o.single) return o.local.refund(ns, key, stub, first.name, cost, first.limits);
     const s = stub();
-    await Promise.all(o.policies.map((p) => s.refund(p.name, cost)));
+    // (A policy on trial that had no room took nothing.)
+    const took = o.single ? o.policies : o.policies.filter((_, i) => decision.results[i].allowed);
+    await Promise.all(took.map((p) => s.refund(p.name, cost)));
   };
   return { response: null, ...went, refund };
 }
 
+/** One member of the limitAll call of several policies; a trial's is marked `shadow`. */
+function limitRequest(o, p, i, cost) {
+  const request = { key: p.name, cost, policy: p.limits };
+  if (!o.enforced[i]) request.shadow = true;
+  return request;
+}
+
+/** A limitAll decision and the names of its enforced members, for headers and the 429. */
+function enforcedPart(o, decision) {
+  const results = decision.results.filter((_, i) => o.enforced[i]);
+  return [{ ...decision, results }, o.names.filter((_, i) => o.enforced[i])];
+}
+
 /** The event of a decision that failed (section 9.12 of docs/SPEC.md). */
 function failedEvent(o, key, cost, passed, error) {
-  const event = { outcome: 'failed', shadow: o.shadow, passed, local: false, key, policies: [...o.names] };
+  const event = { outcome: 'failed', shadow: o.shadow, passed, local: false, key, policies: [...o.names], shadowPolicies: [...o.trial] };
   return { ...event, violated: [], cost, remaining: null, retryAfterMs: null, error };
 }
 
@@ -339,9 +364,10 @@ function decisionEvent(o, decision, key, cost) {
     local: o.local !== null && o.single && decidedHere(decision),
     key,
     policies: [...o.names],
-    violated: decision.allowed ? [] : o.names.filter((_, i) => o.single || !results[i].allowed),
+    shadowPolicies: [...o.trial],
+    violated: o.single ? (decision.allowed ? [] : [...o.names]) : o.names.filter((_, i) => !results[i].allowed),
     cost,
-    remaining: Math.min(...results.map((d) => Math.floor(d.remaining))),
+    remaining: Math.min(...results.filter((_, i) => o.single || o.enforced[i]).map((d) => Math.floor(d.remaining))),
     retryAfterMs: decision.retry_after_ms,
     error: undefined,
   };

@@ -187,6 +187,14 @@ fn request<'a>(key: &'a [u8], c: f64, p: Option<OptionsPatch>) -> Request<'a> {
         key,
         cost: cost(c),
         policy: p,
+        shadow: false,
+    }
+}
+
+fn shadow<'a>(key: &'a [u8], c: f64, p: Option<OptionsPatch>) -> Request<'a> {
+    Request {
+        shadow: true,
+        ..request(key, c, p)
     }
 }
 
@@ -277,6 +285,61 @@ fn limit_all_rejects_duplicate_keys_and_bad_policies_before_anything_changes() {
         .to_string()
         .starts_with("requests[1].policy.max_tokens must be"));
     assert_eq!(l.stored_buckets(), 0);
+}
+
+#[test]
+fn a_shadow_member_without_room_never_denies_and_takes_nothing() {
+    let mut l = Limiter::new(1);
+    let members = [
+        request(b"second", 1.0, policy(10.0, 0.1)),
+        shadow(b"daily", 1.0, policy(2.0, 3600.0)),
+    ];
+    for remaining in [1.0, 0.0] {
+        let all = l.limit_all(&members, at_ms(0.0)).unwrap();
+        assert!(all.allowed && all.results[1].allowed);
+        assert_eq!(all.results[1].status.remaining, remaining);
+    }
+    let all = l.limit_all(&members, at_ms(0.0)).unwrap();
+    assert!(
+        all.allowed,
+        "the trial limit is empty, the enforced one is not"
+    );
+    assert_eq!(all.retry_after_ms, Some(0.0), "only enforced members wait");
+    assert!(!all.results[1].allowed);
+    assert_eq!(all.results[1].retry_after_ms, Some(3_600_000.0));
+    assert_eq!(all.results[0].status.remaining, 7.0);
+    assert_eq!(l.status(b"daily", at_ms(0.0)).remaining, 0.0);
+}
+
+#[test]
+fn a_shadow_member_takes_nothing_from_a_request_the_enforced_members_deny() {
+    let mut l = Limiter::new(1);
+    let members = [
+        request(b"second", 1.0, policy(1.0, 1.0)),
+        shadow(b"daily", 1.0, policy(100.0, 3600.0)),
+    ];
+    assert!(l.limit_all(&members, at_ms(0.0)).unwrap().allowed);
+    let all = l.limit_all(&members, at_ms(10.0)).unwrap();
+    assert!(!all.allowed);
+    assert_eq!(all.retry_after_ms, Some(990.0));
+    assert!(all.results[1].allowed, "the trial limit had room");
+    assert_eq!(l.status(b"daily", at_ms(10.0)).remaining, 99.0);
+}
+
+#[test]
+fn shadow_members_alone_are_allowed_and_each_decides_on_its_own() {
+    let mut l = Limiter::new(1);
+    let members = [
+        shadow(b"a", 2.0, policy(3.0, 1.0)),
+        shadow(b"b", 1.0, policy(3.0, 1.0)),
+    ];
+    assert!(l.limit_all(&members, at_ms(0.0)).unwrap().allowed);
+    let all = l.limit_all(&members, at_ms(0.0)).unwrap();
+    assert!(all.allowed);
+    assert_eq!(all.retry_after_ms, Some(0.0));
+    assert!(!all.results[0].allowed && all.results[1].allowed);
+    assert_eq!(l.status(b"a", at_ms(0.0)).remaining, 1.0);
+    assert_eq!(l.status(b"b", at_ms(0.0)).remaining, 1.0);
 }
 
 #[test]

@@ -339,12 +339,14 @@ proptest! {
         }
     }
 
-    /// `limit_all` is all or nothing: either every member consumed exactly as a lone
-    /// `limit` would have, or no bucket lost a token (each only took its policy).
+    /// `limit_all` is all or nothing over its enforced members: either every enforced
+    /// member consumed exactly as a lone `limit` would have, or no bucket lost a token (each
+    /// only took its policy). Shadow members never change the answer; when it is yes, each
+    /// behaves exactly as a lone `limit` (takes its cost if it has room), else takes nothing.
     #[test]
     fn limit_all_consumes_everywhere_or_nowhere(
         ops in proptest::collection::vec(op(4, false), 1..60),
-        members in proptest::collection::vec((cost(), proptest::option::of((1u32..=12, prop_oneof![Just(0.25), Just(1.0), Just(10.0)]))), 1..4),
+        members in proptest::collection::vec((cost(), proptest::option::of((1u32..=12, prop_oneof![Just(0.25), Just(1.0), Just(10.0)])), proptest::bool::weighted(0.3)), 1..4),
     ) {
         let mut engine = Limiter::new(8);
         let mut now = START_MS;
@@ -356,10 +358,11 @@ proptest! {
                 _ => {}
             }
             let keys: Vec<Vec<u8>> = (0..members.len()).map(key_bytes).collect();
-            let requests: Vec<Request<'_>> = members.iter().zip(&keys).map(|((c, p), key)| Request {
+            let requests: Vec<Request<'_>> = members.iter().zip(&keys).map(|((c, p, shadow), key)| Request {
                 key,
                 cost: Cost::new(*c).unwrap(),
                 policy: p.map(|(m, s)| OptionsPatch { max_tokens: Some(m.into()), refill_every_seconds: Some(s) }),
+                shadow: *shadow,
             }).collect();
             let at = Instant::from_millis(now as f64);
             let before = engine.clone();
@@ -373,7 +376,10 @@ proptest! {
                     prop_assert_eq!(engine.status(request.key, at), alone.status(request.key, at));
                 }
             }
-            prop_assert_eq!(all.allowed, all.results.iter().all(|d| d.allowed));
+            let enforced = || requests.iter().zip(&all.results).filter(|(r, _)| !r.shadow).map(|(_, d)| d);
+            prop_assert_eq!(all.allowed, enforced().all(|d| d.allowed));
+            let wait = enforced().try_fold(0.0, |most: f64, d| d.retry_after_ms.map(|ms| most.max(ms)));
+            prop_assert_eq!(all.retry_after_ms, wait);
             if !all.allowed {
                 // Nothing consumed: each bucket is as it was, with its policy applied.
                 for request in &requests {

@@ -797,6 +797,7 @@ impl Harness {
                     key,
                     cost,
                     policy: *policy,
+                    shadow: false,
                 });
                 raws.push(*raw);
             }

@@ -229,6 +229,7 @@ impl RateLimiter {
                 key: &r.key,
                 cost: r.cost,
                 policy: r.policy,
+                shadow: r.shadow,
             })
             .collect();
         let decision = self.engine.limit_all(&borrowed, now)?;

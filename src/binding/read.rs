@@ -24,6 +24,7 @@ pub(crate) struct OwnedRequest {
     pub key: Vec<u8>,
     pub cost: Cost,
     pub policy: Option<OptionsPatch>,
+    pub shadow: bool,
 }
 
 /// `undefined` means the default cost, 1.
@@ -49,6 +50,18 @@ fn rename(error: Error, field: &str) -> Error {
         },
         other => other,
     }
+}
+
+/// A boolean; `undefined` is `false`.
+fn read_flag(value: &JsValue, field: &str) -> Result<bool, Error> {
+    if value.is_undefined() {
+        return Ok(false);
+    }
+    value.as_bool().ok_or_else(|| Error::WrongType {
+        field: field.into(),
+        expected: "a boolean",
+        got: describe(value),
+    })
 }
 
 fn read_number(value: &JsValue, field: &str) -> Result<f64, Error> {
@@ -146,7 +159,7 @@ pub(crate) fn read_policy(policy: &JsValue, name: &str) -> Result<Option<Options
 
 /// The requests of a `limitAll` call.
 pub(crate) fn read_requests(requests: &JsValue) -> Result<Vec<OwnedRequest>, Error> {
-    const FIELDS: [&str; 3] = ["key", "cost", "policy"];
+    const FIELDS: [&str; 4] = ["key", "cost", "policy", "shadow"];
     if !is_array(requests).map_err(|_| unreadable("requests"))? {
         return Err(Error::WrongType {
             field: "requests".into(),
@@ -163,7 +176,7 @@ pub(crate) fn read_requests(requests: &JsValue) -> Result<Vec<OwnedRequest>, Err
     for i in 0..length {
         let path = join(&["requests[", &decimal(i as usize), "]"]);
         let request = Reflect::get_u32(requests, i).map_err(|_| unreadable(&path))?;
-        let object = read_object(&request, &path, &FIELDS, "key, cost and policy")?;
+        let object = read_object(&request, &path, &FIELDS, "key, cost, policy and shadow")?;
         let field = |name: &str| -> Result<(JsValue, String), Error> {
             let field_path = join(&[&path, ".", name]);
             let value = read_field(object, name, &field_path)?.unwrap_or(JsValue::UNDEFINED);
@@ -176,7 +189,14 @@ pub(crate) fn read_requests(requests: &JsValue) -> Result<Vec<OwnedRequest>, Err
         let cost = read_cost(&value, &cost_path)?;
         let (value, policy_path) = field("policy")?;
         let policy = read_policy(&value, &policy_path)?;
-        out.push(OwnedRequest { key, cost, policy });
+        let (value, shadow_path) = field("shadow")?;
+        let shadow = read_flag(&value, &shadow_path)?;
+        out.push(OwnedRequest {
+            key,
+            cost,
+            policy,
+            shadow,
+        });
     }
     Ok(out)
 }

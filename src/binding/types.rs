@@ -62,15 +62,20 @@ pub struct RateLimitRequest {
     /// instance options. Default: the key's remembered policy, else the instance options.
     #[tsify(optional, type = "RateLimiterOptions | undefined")]
     pub policy: Option<RateLimiterOptions>,
+    /// A limit on trial: it never changes the answer, and takes its cost (if it has room)
+    /// only when the other requests allowed. Default: false.
+    #[tsify(optional, type = "boolean | undefined")]
+    pub shadow: Option<bool>,
 }
 
-/// What `limitAll` decided: every bucket consumed, or none did.
+/// What `limitAll` decided: every enforced bucket consumed, or none did.
 #[derive(Tsify)]
 pub struct RateLimitAllDecision {
-    /// Whether every request consumed its cost (if false, none did).
+    /// Whether every enforced request consumed its cost (if false, none did); shadow
+    /// requests never change it.
     pub allowed: bool,
-    /// 0 when allowed, else the largest wait among the results; `null` when some request
-    /// can never pass (cost above its capacity).
+    /// 0 when allowed, else the largest wait among the enforced results; `null` when some
+    /// enforced request can never pass (cost above its capacity).
     #[tsify(type = "number | null")]
     pub retry_after_ms: Option<f64>,
     /// One decision per request, in order. When denied, `allowed` tells whether that limit

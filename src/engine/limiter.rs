@@ -81,9 +81,12 @@ pub struct Request<'a> {
     pub key: &'a [u8],
     pub cost: Cost,
     pub policy: Option<OptionsPatch>,
+    /// A limit on trial: it never changes the answer, and takes its cost (when it has
+    /// room) only if the other members allowed.
+    pub shadow: bool,
 }
 
-/// What `limit_all` reports: all members consumed, or none did.
+/// What `limit_all` reports: all enforced members consumed, or none did.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AllDecision {
     pub allowed: bool,
@@ -281,9 +284,11 @@ impl Limiter {
         self.commit(key, view.at, next, view.policy, now);
     }
 
-    /// `limit` over several keys at once, all or nothing: every bucket consumes, or none
-    /// does (each still takes its policy). Keys must be distinct; every request is
-    /// validated before anything changes.
+    /// `limit` over several keys at once, all or nothing: every enforced bucket consumes,
+    /// or none does (each still takes its policy). Shadow members follow: when the
+    /// enforced ones allowed, each takes its cost if it has room, on its own; else none
+    /// takes anything. Keys must be distinct; every request is validated before anything
+    /// changes.
     pub fn limit_all(
         &mut self,
         requests: &[Request<'_>],
@@ -307,9 +312,13 @@ impl Limiter {
             .zip(requests)
             .map(|(view, r)| take(view.current, r.cost, &view.options, now))
             .collect();
-        let allowed = outcomes.iter().all(Result::is_ok);
+        let allowed = outcomes
+            .iter()
+            .zip(requests)
+            .all(|(outcome, r)| r.shadow || outcome.is_ok());
         let mut results = Vec::with_capacity(requests.len());
         for ((view, request), outcome) in views.iter().zip(requests).zip(outcomes) {
+            // A shadow member with room takes its cost on its own, once the others allowed.
             let state = match outcome {
                 Ok(next) if allowed => next,
                 _ => view.current,
@@ -322,7 +331,11 @@ impl Limiter {
         }
         let retry_after_ms = results
             .iter()
-            .try_fold(0.0, |most: f64, d| d.retry_after_ms.map(|ms| most.max(ms)));
+            .zip(requests)
+            .filter(|(_, r)| !r.shadow)
+            .try_fold(0.0, |most: f64, (d, _)| {
+                d.retry_after_ms.map(|ms| most.max(ms))
+            });
         Ok(AllDecision {
             allowed,
             retry_after_ms,

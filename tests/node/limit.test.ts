@@ -780,6 +780,29 @@ describe('limitAll()', () => {
     { key: 'hour', policy: PER_HOUR },
   ];
 
+  it('a shadow member never changes the answer; it takes its cost only when the others allowed', () => {
+    const trial = { max_tokens: 2, refill_every_seconds: 3600 };
+    const members = (): RateLimitRequest[] => [
+      { key: 'sec', policy: SEC },
+      { key: 'trial', policy: trial, shadow: true },
+    ];
+    for (let i = 0; i < 10; i++) expect(server.limitAll(members()).allowed, `request ${i}`).toBe(true);
+    expect(server.getStatus('trial').remaining).toBe(0);
+    // The trial is empty: it says so, with its own wait, and the answer stays the others'.
+    const denied = server.limitAll(members());
+    expectAllShape(denied);
+    expect(denied.allowed).toBe(false);
+    expect(denied.retry_after_ms).toBe(100);
+    expect(denied.results.map((r) => [r.allowed, r.retry_after_ms])).toEqual([
+      [false, 100],
+      [false, 3_600_000],
+    ]);
+    vi.advanceTimersByTime(100);
+    const allowed = server.limitAll(members());
+    expect([allowed.allowed, allowed.retry_after_ms, allowed.results[1].allowed]).toEqual([true, 0, false]);
+    expect(server.getStatus('trial').remaining).toBe(0);
+  });
+
   it('an empty array is allowed with no results', () => {
     const d = server.limitAll([]);
     expectAllShape(d);
@@ -1144,10 +1167,16 @@ describe('limitAll()', () => {
         message: 'requests[0].policy must be an object, got null',
       },
       {
+        name: 'a shadow flag that is not a boolean',
+        requests: [{ key: 'a' }, { key: 'b', shadow: 'yes' }],
+        kind: 'TypeError',
+        message: 'requests[1].shadow must be a boolean, got string "yes"',
+      },
+      {
         name: 'an unknown member field',
         requests: [{ key: 'a', colour: 'red' }],
         kind: 'TypeError',
-        message: 'requests[0] has no field "colour" (the fields are key, cost and policy)',
+        message: 'requests[0] has no field "colour" (the fields are key, cost, policy and shadow)',
       },
       {
         name: 'a member that is not an object',

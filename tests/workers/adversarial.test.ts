@@ -300,9 +300,9 @@ for (const [label, value, described] of REQUEST) {
   bad(`limitAll: request ${label}`, 'limitAll', [list], 'TypeError', `requests[1] must be an object, got ${described}`);
 }
 bad('limitAll: request with an unknown field', 'limitAll', [[{ key: 'k', colour: 'red' }]], 'TypeError',
-  'requests[0] has no field "colour" (the fields are key, cost and policy)');
+  'requests[0] has no field "colour" (the fields are key, cost, policy and shadow)');
 bad('limitAll: request with a misspelt cost', 'limitAll', [[{ key: 'k', costs: 1 }]], 'TypeError',
-  'requests[0] has no field "costs" (the fields are key, cost and policy)');
+  'requests[0] has no field "costs" (the fields are key, cost, policy and shadow)');
 for (const [label, value, described] of NOT_STRINGS) {
   const request = label.startsWith('undefined') ? { cost: 1 } : { key: value };
   bad(`limitAll: request key ${label}`, 'limitAll', [[{ key: 'k' }, request]], 'TypeError',

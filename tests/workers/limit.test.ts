@@ -575,7 +575,7 @@ describe('errors over RPC keep their class and message, and change nothing', () 
 
     const extra = await rejection(stub.limitAll([{ key: 'a', costs: 1 } as never]));
     expect(extra).toBeInstanceOf(TypeError);
-    expect(extra?.message).toBe('requests[0] has no field "costs" (the fields are key, cost and policy)');
+    expect(extra?.message).toBe('requests[0] has no field "costs" (the fields are key, cost, policy and shadow)');
 
     const noKey = await rejection(stub.limitAll([{ cost: 1 } as never]));
     expect(noKey).toBeInstanceOf(TypeError);

@@ -660,6 +660,7 @@ describe('options', () => {
       [{ binding: 'LIMITER', policy: [policy, null] }, 'options.policy[1] must be an object, got null'],
       [{ binding: 'LIMITER', policy: { name: '' } }, 'options.policy.name must be non-empty printable ASCII text, got string ""'],
       [{ binding: 'LIMITER', policy: { name: 'ü' } }, 'options.policy.name must be non-empty printable ASCII text, got string "ü"'],
+      [{ binding: 'LIMITER', policy: [{ name: 'a' }, { name: 'b', shadow: 'yes' }] }, 'options.policy[1].shadow must be a boolean, got string "yes"'],
       [{ binding: 'LIMITER', policy: [{ name: 'a' }, { name: 'a' }] }, 'options.policy names "a" twice: each policy needs its own name (its bucket)'],
       [{ binding: 'LIMITER', policy: [{ name: 'default-2' }, {}] }, 'options.policy names "default-2" twice: each policy needs its own name (its bucket)'],
       [{ binding: 'LIMITER', policy, cost: '1' }, 'options.cost must be a number or a function, got string "1"'],
@@ -937,6 +938,7 @@ describe('shadow mode and decision events', () => {
       local: false,
       key: '198.51.100.150',
       policies: ['trial'],
+      shadowPolicies: ['trial'],
       violated: ['trial'],
       cost: 1,
       remaining: 0,
@@ -954,7 +956,7 @@ describe('shadow mode and decision events', () => {
     const fetch = rateLimit({ binding, policy: { name: 'trial' }, shadow: true, onError: () => {}, onDecision: (e) => void events.push(e) })(counting());
     expect((await fetch(request('198.51.100.151'), env, ctx)).status).toBe(201);
     expect(events).toEqual([
-      { outcome: 'failed', shadow: true, passed: true, local: false, key: '198.51.100.151', policies: ['trial'], violated: [], cost: 1, remaining: null, retryAfterMs: null, error },
+      { outcome: 'failed', shadow: true, passed: true, local: false, key: '198.51.100.151', policies: ['trial'], shadowPolicies: ['trial'], violated: [], cost: 1, remaining: null, retryAfterMs: null, error },
     ]);
     const closed: RateLimitEvent[] = [];
     const enforced = rateLimit({ binding, policy: { name: 'trial' }, onError: () => {}, onDecision: (e) => void closed.push(e) })(counting());
@@ -984,6 +986,98 @@ describe('shadow mode and decision events', () => {
     expect(localEvents.filter((e) => !e.local)).toHaveLength(local.calls);
     expect(localEvents.filter((e) => e.local)).toHaveLength(local.localAnswers);
     expect(local.localAnswers).toBeGreaterThan(10);
+  });
+
+  it('a shadow policy beside an enforced one never blocks, counts what got through, and is left out of headers and the 429', async () => {
+    const events: RateLimitEvent[] = [];
+    const policy = [
+      { name: 'second', max_tokens: 4, refill_every_seconds: 60 },
+      { name: 'daily', max_tokens: 2, refill_every_seconds: 3600, shadow: true },
+    ];
+    const handler = counting();
+    const fetch = rateLimit({ binding: 'LIMITER', policy, onDecision: (e) => void events.push(e) })(handler);
+    const statuses = [];
+    for (let i = 0; i < 6; i++) statuses.push((await fetch(request('198.51.100.163'), env, ctx)).status);
+    // The enforced limit alone decides: 4 through, then 429; the trial's 2 never block.
+    expect(statuses).toEqual([201, 201, 201, 201, 429, 429]);
+    expect(handler.calls).toBe(4);
+    expect(events.map((e) => [e.outcome, e.passed, e.violated, e.remaining])).toEqual([
+      ['allowed', true, [], 3],
+      ['allowed', true, [], 2],
+      ['allowed', true, ['daily'], 1],
+      ['allowed', true, ['daily'], 0],
+      ['denied', false, ['second', 'daily'], 0],
+      ['denied', false, ['second', 'daily'], 0],
+    ]);
+    expect(events.every((e) => !e.shadow && e.shadowPolicies.join() === 'daily')).toBe(true);
+    // The trial took from the first two requests only: the state enforcing it would leave.
+    expect((await stub('198.51.100.163').getStatus('daily')).remaining).toBe(0);
+    expect((await stub('198.51.100.163').getStatus('second')).remaining).toBe(0);
+
+    const denied = await fetch(request('198.51.100.163'), env, ctx);
+    expect(rateHeaders(denied)).toEqual({
+      'RateLimit-Policy': '"second";q=4;w=240',
+      RateLimit: '"second";r=0;t=60',
+      'X-RateLimit-Limit': '4',
+      'X-RateLimit-Remaining': '0',
+      'X-RateLimit-Reset': '60',
+      'Retry-After': '60',
+    });
+    expect((await problem(denied))['violated-policies']).toEqual(['second']);
+  });
+
+  it('a shadow policy takes nothing from requests the enforced ones deny, and a refund gives back only what was taken', async () => {
+    const policy = [
+      { name: 'tight', max_tokens: 1, refill_every_seconds: 60 },
+      { name: 'trial', max_tokens: 10, refill_every_seconds: 60, shadow: true },
+    ];
+    const full = [
+      { name: 'open', max_tokens: 10, refill_every_seconds: 60 },
+      { name: 'shut', max_tokens: 1, refill_every_seconds: 60, shadow: true },
+    ];
+    const options = { binding: 'LIMITER', policy };
+    const first = await checkRateLimit(request('198.51.100.164'), env, options);
+    expect(first.decision?.allowed).toBe(true);
+    for (let i = 0; i < 3; i++) expect((await checkRateLimit(request('198.51.100.164'), env, options)).decision?.allowed).toBe(false);
+    const left = (ip: string, name: string) => {
+      const { name: _, shadow: __, ...limits } = [...policy, ...full].find((p) => p.name === name)!;
+      return stub(ip).limit(name, 0, limits).then((d) => d.remaining);
+    };
+    expect(await left('198.51.100.164', 'trial')).toBe(9);
+    await first.refund();
+    expect(await left('198.51.100.164', 'trial')).toBe(10);
+    expect(await left('198.51.100.164', 'tight')).toBe(1);
+
+    // A trial with no room took nothing: its refund gives nothing back to it.
+
+    const fullOptions = { binding: 'LIMITER', policy: full };
+    await checkRateLimit(request('198.51.100.165'), env, fullOptions);
+    const over = await checkRateLimit(request('198.51.100.165'), env, fullOptions);
+    expect(over.decision?.allowed).toBe(true);
+    await over.refund();
+    expect(await left('198.51.100.165', 'open')).toBe(9);
+    expect(await left('198.51.100.165', 'shut')).toBe(0);
+  });
+
+  it('every policy on trial is shadow mode: all or nothing as if enforced, nothing blocked, no headers', async () => {
+    const events: RateLimitEvent[] = [];
+    const policy = [
+      { name: 'a', max_tokens: 1, refill_every_seconds: 60, shadow: true },
+      { name: 'b', max_tokens: 5, refill_every_seconds: 60, shadow: true },
+    ];
+    const fetch = rateLimit({ binding: 'LIMITER', policy, onDecision: (e) => void events.push(e) })(counting());
+    for (let i = 0; i < 3; i++) {
+      const response = await fetch(request('198.51.100.166'), env, ctx);
+      expect(response.status).toBe(201);
+      expect(rateHeaders(response)).toEqual({});
+    }
+    expect(events.map((e) => [e.outcome, e.shadow, e.passed, e.violated])).toEqual([
+      ['allowed', true, true, []],
+      ['denied', true, true, ['a']],
+      ['denied', true, true, ['a']],
+    ]);
+    // As enforced: the would-be denials took nothing from b either.
+    expect((await stub('198.51.100.166').getStatus('b')).remaining).toBe(4);
   });
 
   it('an async hook goes to waitUntil; one that throws or rejects never changes the answer', async () => {
@@ -1035,8 +1129,8 @@ describe('analyticsEngineEvents', () => {
     await fetch(request('198.51.100.160'), env, ctx);
     await fetch(request('198.51.100.160'), env, ctx);
     expect(points).toEqual([
-      { indexes: ['198.51.100.160'], blobs: ['allowed', 'enforced', 'object', 'ae', '', '', '198.51.100.160'], doubles: [1, 0, 0, 1] },
-      { indexes: ['198.51.100.160'], blobs: ['denied', 'enforced', 'object', 'ae', 'ae', '', '198.51.100.160'], doubles: [1, 0, 60_000, 0] },
+      { indexes: ['198.51.100.160'], blobs: ['allowed', 'enforced', 'object', 'ae', '', '', '198.51.100.160', '', ''], doubles: [1, 0, 0, 1] },
+      { indexes: ['198.51.100.160'], blobs: ['denied', 'enforced', 'object', 'ae', 'ae', '', '198.51.100.160', '', ''], doubles: [1, 0, 60_000, 0] },
     ]);
     const error = overloaded();
     const { binding } = failingBinding(() => Promise.reject(error));
@@ -1044,9 +1138,24 @@ describe('analyticsEngineEvents', () => {
     await shadow(request('198.51.100.160'), env, ctx);
     expect(points[2]).toEqual({
       indexes: ['198.51.100.160'],
-      blobs: ['failed', 'shadow', 'object', 'ae', '', error.message, '198.51.100.160'],
+      blobs: ['failed', 'shadow', 'object', 'ae', '', error.message, '198.51.100.160', 'ae', ''],
       doubles: [1, -1, -1, 1],
     });
+  });
+
+  it('blob8 and blob9 name the policies on trial and those of them that would have denied', async () => {
+    const { points, dataset } = keeping();
+    const policy = [
+      { name: 'second', max_tokens: 10, refill_every_seconds: 60 },
+      { name: 'daily', max_tokens: 1, refill_every_seconds: 3600, shadow: true },
+    ];
+    const fetch = rateLimit({ binding: 'LIMITER', policy, onDecision: analyticsEngineEvents(dataset) })(counting());
+    await fetch(request('198.51.100.167'), env, ctx);
+    await fetch(request('198.51.100.167'), env, ctx);
+    expect(points.map((p) => p.blobs?.slice(0, 2).concat(p.blobs.slice(3, 5), p.blobs.slice(7)))).toEqual([
+      ['allowed', 'enforced', 'second,daily', '', 'daily', ''],
+      ['allowed', 'enforced', 'second,daily', 'daily', 'daily', 'daily'],
+    ]);
   });
 
   it('cuts the index to 96 bytes at a character boundary; blob7 keeps the whole key', async () => {

@@ -1,7 +1,7 @@
 // Compiled by `tsc --noEmit`, never bundled: the `/middleware` subpath's types as a consumer
 // sees them. Each @ts-expect-error must be needed.
-import { checkRateLimit, clientKey, honoRateLimit, rateLimit } from '@delightstack/rate-limiter/middleware';
-import type { RateLimitCheck } from '@delightstack/rate-limiter/middleware';
+import { analyticsEngineEvents, checkRateLimit, clientKey, honoRateLimit, rateLimit } from '@delightstack/rate-limiter/middleware';
+import type { RateLimitCheck, RateLimitEvent } from '@delightstack/rate-limiter/middleware';
 import type { Env } from './index';
 
 const policy = { name: 'api', max_tokens: 10, refill_every_seconds: 10 };
@@ -21,8 +21,31 @@ export const several = rateLimit<Env>({
   onError: (error) => console.warn(error),
 });
 
+// Rolling out and watching: a policy on trial beside an enforced one, events to Analytics
+// Engine, failed logins only, a health check skipped, the standard headers alone.
+export const watched = rateLimit<Env>({
+  binding: 'LIMITER',
+  policy: [policy, { name: 'daily', max_tokens: 1000, refill_every_seconds: 86.4, shadow: true }],
+  skip: (request) => new URL(request.url).pathname === '/health',
+  skipSuccessfulRequests: true,
+  requestWasSuccessful: (_request, response) => response.status !== 401,
+  legacyHeaders: false,
+  onDecision: analyticsEngineEvents((env: Env) => ({ writeDataPoint: () => void env })),
+});
+
+export const shadowed = rateLimit<Env>({
+  binding: 'LIMITER',
+  policy,
+  shadow: true,
+  onDecision: (event: RateLimitEvent) => {
+    const trial: string[] = event.shadowPolicies;
+    if (event.outcome === 'denied' && trial.length > 0) console.log(event.key, event.violated, event.retryAfterMs);
+  },
+});
+
 export async function core(request: Request, env: Env): Promise<Response> {
   const result: RateLimitCheck = await checkRateLimit(request, env, { binding: env.LIMITER, policy });
+  if (result.response === null && result.skipped === false) await result.refund();
   return result.response ?? new Response('ok', { headers: result.headers });
 }
 
@@ -38,6 +61,10 @@ export function wrongUses(): void {
   rateLimit({ binding: 'LIMITER', policy })(() => 'ok');
   // @ts-expect-error failOpen is a boolean
   rateLimit({ binding: 'LIMITER', policy, failOpen: 'yes' });
+  // @ts-expect-error a policy's shadow is a boolean
+  rateLimit({ binding: 'LIMITER', policy: [policy, { name: 'daily', shadow: 'yes' }] });
+  // @ts-expect-error skip returns a boolean
+  rateLimit({ binding: 'LIMITER', policy, skip: () => 'yes' });
 }
 
 // The durable class works with the middleware alike: slow login limits survive eviction.
