@@ -113,19 +113,29 @@ export class LocalLimits {
   /**
    * `stub.refund(key, cost)`, given back to this isolate's plain lease on that bucket when
    * the lease is live and has spent at least `cost` (the object counts the lease as taken and
-   * gets its unused part when it is settled: the same as a refund there, without a call);
-   * otherwise a call (a share's tokens go back through the object too).
+   * gets its unused part when it is settled: the same as a refund there, without a call), or
+   * to its live share when that has room for the whole cost (the share stays within its
+   * capacity, so the shares' bound holds as for a refund at the object); otherwise a call.
    */
   async refund(owner, scope, stub, key, cost, policy = undefined) {
     const number = this.#owners.get(owner);
     const entry = number === undefined ? undefined : this.#entries.get(entryName(number, scope, key, policy));
     const lease = entry?.lease ?? null;
     const units = Math.ceil(cost * BILLION);
+    const now = this.#clock();
     if (
       typeof cost === 'number' && cost > 0 && units < Infinity &&
-      lease !== null && this.#clock() < lease.deadline && lease.used >= units
+      lease !== null && now < lease.deadline && lease.used >= units
     ) {
       lease.used -= units;
+      return;
+    }
+    const share = entry?.share ?? null;
+    if (
+      share !== null && Number.isInteger(cost) && cost > 0 &&
+      share.advance(now) && share.tokens + cost <= share.capacityAt(now)
+    ) {
+      share.add(cost, now);
       return;
     }
     this.calls += 1;

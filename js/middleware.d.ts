@@ -94,7 +94,8 @@ export declare class LocalLimits {
   ): Promise<RateLimitDecision>;
   /**
    * `stub.refund(key, cost)`: given back to this isolate's plain lease on the bucket when it
-   * holds a live one that has spent at least `cost` (no call), else a call.
+   * holds a live one that has spent at least `cost`, or to its live share when that has room
+   * for it (no call), else a call.
    */
   refund(
     owner: object,

@@ -113,7 +113,7 @@ function isolate(server: RateLimiterServer) {
   const background: Promise<unknown>[] = [];
   const owner = {};
   const ask = () => local.limit(owner, 'o', stub, 'k', 1, TEN, (promise) => background.push(promise));
-  return { local, ask, calls, background };
+  return { local, ask, calls, background, owner };
 }
 
 /** A stub of `server` that keeps the demand (`rate`) of every call that reports one. */
@@ -210,6 +210,34 @@ describe('LocalLimits with shares', () => {
     const answered = await ask();
     expect(answered).toHaveProperty('allowed');
     await Promise.all(background);
+  });
+
+  it('takes a refund back into a live share that has room for it, with no call; else it is a call', async () => {
+    const server = new RateLimiterServer({} as Ctx, {});
+    const { local, ask, calls, background, owner } = isolate(server);
+    const refunds: number[] = [];
+    const refunding = { refund: async (key: string, cost: number) => void (refunds.push(cost), server.refund(key, cost)) };
+    // 10x the limit until a share is held and spent: the next request is denied here.
+    let ms = 0;
+    for (; ms < 5_000; ms += 1) {
+      at(ms);
+      await ask();
+      await Promise.all(background.splice(0));
+    }
+    const denied = await ask();
+    expect(denied.allowed).toBe(false);
+    const before = { calls: calls.length, answers: local.localAnswers };
+    await local.refund(owner, 'o', refunding, 'k', 1, TEN);
+    expect(refunds).toEqual([]);
+    // The token given back is the share's: the next request takes it here, with no call.
+    expect((await ask()).allowed).toBe(true);
+    expect((await ask()).allowed).toBe(false);
+    expect(calls.length).toBe(before.calls);
+    expect(local.localAnswers).toBe(before.answers + 2);
+    // More than the share can hold, or a fraction of a token: the object takes it.
+    await local.refund(owner, 'o', refunding, 'k', 1_000, TEN);
+    await local.refund(owner, 'o', refunding, 'k', 0.5, TEN);
+    expect(refunds).toEqual([1_000, 0.5]);
   });
 
   it('takes shares: true from the middleware and rejects anything else', () => {
