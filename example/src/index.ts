@@ -1,8 +1,10 @@
 // Example Worker: a per-IP rate limiter, following the package Quickstart.
 // One Durable Object per client IP; each holds that client's `api` bucket, and one
 // `limit()` call per request decides, consumes and reports.
-// `/` and `/api/*` are the playground (playground.ts); every other path is the Quickstart.
+// `/` and `/api/*` are the playground (playground.ts); `/login` is the middleware with its
+// decisions sent to Analytics Engine (login.ts); every other path is the Quickstart.
 import { rateLimitHeaders, type RateLimiterServer } from '@delightstack/rate-limiter';
+import { login } from './login';
 import { playground, type PlaygroundDurable, type PlaygroundMemory } from './playground';
 
 // The Durable Object class must be exported from the Worker entry.
@@ -15,15 +17,18 @@ export interface Env {
   // The playground's (wrangler.toml): in memory and durable.
   PLAYGROUND: DurableObjectNamespace<PlaygroundMemory>;
   PLAYGROUND_DURABLE: DurableObjectNamespace<PlaygroundDurable>;
+  // /login's decision events (wrangler.toml).
+  RATE_LIMIT_EVENTS: AnalyticsEngineDataset;
 }
 
 // 10 tokens, one refilled every 10 s (the Quickstart defaults, spelled out).
 const POLICY = { max_tokens: 10, refill_every_seconds: 10 };
 
 export default {
-  async fetch(request: Request, env: Env): Promise<Response> {
+  async fetch(request: Request, env: Env, ctx: ExecutionContext): Promise<Response> {
     const { pathname } = new URL(request.url);
     if (pathname === '/' || pathname.startsWith('/api/')) return playground(request, env);
+    if (pathname === '/login') return login(request, env, ctx);
 
     // Cloudflare sets CF-Connecting-IP on every request (`wrangler dev` too: 127.0.0.1 for
     // local clients). The fallback only serves requests that reach the handler some other
