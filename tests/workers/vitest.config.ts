@@ -29,10 +29,9 @@ export default defineConfig({
           // Both relative to `root`.
           cloudflareTest({
             main: './example/src/index.ts',
+            // (wrangler.toml's RATE_LIMIT_EVENTS is Miniflare's real local Analytics Engine
+            // binding: it accepts writes and keeps none.)
             wrangler: { configPath: './wrangler.toml' },
-            // A real Analytics Engine binding for the decision events' helper (Miniflare's
-            // local one accepts writes and keeps none).
-            miniflare: { analyticsEngineDatasets: { RATE_LIMIT_EVENTS: { dataset: 'rate_limit_events' } } },
           }),
         ],
         test: { name: 'memory', include: ['tests/workers/*.test.ts'], testTimeout: TIMEOUT_MS },
