@@ -7,8 +7,8 @@
 use core::hash::BuildHasher;
 
 use foldhash::fast::FixedState;
-use hashbrown::HashTable;
 
+use super::keyed::Keyed;
 use super::time::Instant;
 
 /// How long a plain lease is valid, from the call that granted it.
@@ -98,28 +98,23 @@ impl Lease {
     }
 }
 
-/// The leases of every key that has some: a dense list indexed by a hash table of positions
-/// (the same table type as the bucket store's, so the binary carries its code once).
+/// The leases of every key that has some.
 #[derive(Clone)]
 pub struct Leases {
-    keys: Vec<(Box<[u8]>, Vec<Lease>)>,
-    index: HashTable<u32>,
-    hasher: FixedState,
+    keys: Keyed<Lease>,
     next_id: u64,
 }
 
 /// Lease ids stay below 2^53, so JavaScript numbers hold them exactly.
-const ID_MASK: u64 = (1 << 53) - 1;
+pub const ID_MASK: u64 = (1 << 53) - 1;
 
 impl Leases {
     pub fn new(seed: u64) -> Leases {
         let hasher = FixedState::with_seed(seed.rotate_left(17));
         Leases {
-            keys: Vec::new(),
-            index: HashTable::new(),
             // Ids start at a random point, so an id from before an eviction is not reused.
             next_id: hasher.hash_one(seed) & ID_MASK,
-            hasher,
+            keys: Keyed::new(hasher),
         }
     }
 
@@ -132,18 +127,9 @@ impl Leases {
         self.keys.len()
     }
 
-    fn position(&self, key: &[u8]) -> Option<usize> {
-        let keys = &self.keys;
-        self.index
-            .find(self.hasher.hash_one(key), |&i| {
-                keys.get(i as usize).is_some_and(|(k, _)| &**k == key)
-            })
-            .map(|&i| i as usize)
-    }
-
     /// The leases of `key` (empty when it has none).
     pub fn of(&self, key: &[u8]) -> &[Lease] {
-        self.position(key).map_or(&[], |at| &self.keys[at].1)
+        self.keys.of(key)
     }
 
     /// The keys with a lease that has expired by `now`.
@@ -151,43 +137,29 @@ impl Leases {
         self.keys
             .iter()
             .filter(|(_, leases)| leases.iter().any(|l| l.ends_at() <= now))
-            .map(|(key, _)| key.clone())
+            .map(|(key, _)| key.into())
             .collect()
     }
 
     /// Drops the leases of `key` that have expired by `now`, and starts the next terms that
     /// have begun.
     pub fn drop_expired(&mut self, key: &[u8], now: Instant) {
-        if let Some(at) = self.position(key) {
-            let leases = &mut self.keys[at].1;
-            leases.retain(|l| l.ends_at() > now);
-            for lease in leases.iter_mut() {
-                *lease = lease.advanced(now);
-            }
-            if leases.is_empty() {
-                self.remove(at);
-            }
-        }
+        self.keys.retain(key, |lease| {
+            *lease = lease.advanced(now);
+            lease.ends_at() > now
+        });
     }
 
     /// Replaces the lease of `key` with the id of `lease` (a renewal).
     pub fn replace(&mut self, key: &[u8], lease: Lease) {
-        if let Some(at) = self.position(key) {
-            if let Some(slot) = self.keys[at].1.iter_mut().find(|l| l.id == lease.id) {
-                *slot = lease;
-            }
+        if let Some(slot) = self.keys.find_mut(key, |l| l.id == lease.id) {
+            *slot = lease;
         }
     }
 
     /// Removes and returns the lease `id` of `key`, if it is there.
     pub fn take(&mut self, key: &[u8], id: u64) -> Option<Lease> {
-        let at = self.position(key)?;
-        let leases = &mut self.keys[at].1;
-        let lease = leases.swap_remove(leases.iter().position(|l| l.id == id)?);
-        if leases.is_empty() {
-            self.remove(at);
-        }
-        Some(lease)
+        self.keys.take(key, |l| l.id == id)
     }
 
     /// Whether `key` may take one more lease.
@@ -207,56 +179,18 @@ impl Leases {
             wanted,
         };
         self.next_id = (self.next_id + 1) & ID_MASK;
-        self.add(key, &[lease]);
+        self.keys.add(key, &[lease]);
         lease
     }
 
     /// Puts back leases a snapshot recorded (the durable class, after an eviction).
     pub fn restore(&mut self, key: &[u8], leases: &[Lease]) {
-        self.forget(key);
-        self.add(key, leases);
+        self.keys.forget(key);
+        self.keys.add(key, leases);
     }
 
     /// Forgets every lease of `key` (its bucket was reset).
     pub fn forget(&mut self, key: &[u8]) {
-        if let Some(at) = self.position(key) {
-            self.remove(at);
-        }
+        self.keys.forget(key);
     }
-
-    fn add(&mut self, key: &[u8], leases: &[Lease]) {
-        if leases.is_empty() {
-            return;
-        }
-        if let Some(at) = self.position(key) {
-            self.keys[at].1.extend_from_slice(leases);
-            return;
-        }
-        let (keys, hasher) = (&self.keys, &self.hasher);
-        let hash = hasher.hash_one(key);
-        self.index
-            .insert_unique(hash, keys.len() as u32, |&i| rehash(keys, hasher, i));
-        self.keys.push((key.into(), leases.to_vec()));
-    }
-
-    /// Removes the key at `at`; the last key moves into its place.
-    fn remove(&mut self, at: usize) {
-        let hash = self.hasher.hash_one(&*self.keys[at].0);
-        if let Ok(entry) = self.index.find_entry(hash, |&i| i as usize == at) {
-            entry.remove();
-        }
-        let last = self.keys.len() - 1;
-        if at != last {
-            let moved = self.hasher.hash_one(&*self.keys[last].0);
-            if let Some(slot) = self.index.find_mut(moved, |&i| i as usize == last) {
-                *slot = at as u32;
-            }
-        }
-        self.keys.swap_remove(at);
-    }
-}
-
-fn rehash(keys: &[(Box<[u8]>, Vec<Lease>)], hasher: &FixedState, i: u32) -> u64 {
-    keys.get(i as usize)
-        .map_or(0, |(key, _)| hasher.hash_one(&**key))
 }

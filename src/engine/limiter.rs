@@ -2,6 +2,7 @@
 
 use super::bucket::{self, convert, refill, take, wait_for, wait_for_full, Bucket, Status};
 use super::error::{decimal, join, Error};
+use super::gate::Gates;
 use super::lease::{Lease, Leases};
 use super::leasing::leased_wait;
 use super::options::{Cost, Options, OptionsPatch, UNITS_PER_TOKEN};
@@ -18,6 +19,8 @@ pub struct Limiter {
     pub(super) leases: Leases,
     /// Keys with leases after the last pass that dropped expired ones everywhere.
     pub(super) leased_keys_at_last_pass: usize,
+    /// Concurrency limits: each key's live permits, apart from its bucket.
+    pub(super) gates: Gates,
 }
 
 /// A holder's report on a lease it took: how much of it it spent. For a share, what its
@@ -104,6 +107,7 @@ impl Limiter {
             store: Store::new(seed),
             leases: Leases::new(seed),
             leased_keys_at_last_pass: 0,
+            gates: Gates::new(seed),
         }
     }
 

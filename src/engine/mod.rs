@@ -3,6 +3,8 @@
 
 mod bucket;
 mod error;
+mod gate;
+mod keyed;
 mod lease;
 mod leasing;
 mod limiter;
@@ -15,6 +17,10 @@ mod view;
 
 pub use bucket::Status;
 pub use error::{decimal, join, Error, JsNumber, Spelling};
+pub use gate::{
+    gate_snapshot, permit_cost, permit_id, GatePolicy, Permit, PermitDecision, Released,
+    DEFAULT_PERMIT_TTL_SECONDS, MAX_PERMITS_PER_KEY, MAX_PERMIT_TTL_SECONDS,
+};
 pub use lease::{Lease, Term, LEASE_TTL_NANOS, MAX_LEASES_PER_KEY, SHARE_TERM_NANOS};
 pub use limiter::{AllDecision, Decision, LeaseAsk, LeaseDecision, Limiter, Request, Settlement};
 pub use options::{
