@@ -30,7 +30,7 @@ fn admits_up_to_max_in_flight_and_a_release_frees_the_slot_once() {
         "the first expiry frees a slot"
     );
     let first = a.id.unwrap();
-    assert_eq!(l.release(b"k", first, at_ms(20.0)).released, true);
+    assert!(l.release(b"k", first, at_ms(20.0)).released);
     let again = l.release(b"k", first, at_ms(20.0));
     assert!(!again.released, "a second release frees nothing");
     assert_eq!(again.in_flight, 1);
