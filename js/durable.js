@@ -108,6 +108,39 @@ export class DurableLimiter {
     return this.#local.incarnation === this.#loadedAllInto;
   }
 
+  // A gate is read from storage before every call on it (its row is the truth: memory may
+  // have swept it, or be a new limiter after a trap) and written after every change.
+  acquire(key, cost, policy) {
+    this.#loadGate(key);
+    const permit = this.#local.acquire(key, cost, policy);
+    if (permit.allowed) this.#saveGate(key);
+    return permit;
+  }
+
+  release(key, id) {
+    this.#loadGate(key);
+    const released = this.#local.release(key, id);
+    if (released.released) this.#saveGate(key);
+    return released;
+  }
+
+  gateStatus(key) {
+    this.#loadGate(key);
+    return this.#local.gateStatus(key);
+  }
+
+  #loadGate(key) {
+    // Anything but a string goes to the engine, which rejects it.
+    if (typeof key === 'string') this.#local.restoreGate(key, this.#buckets.gate(key));
+  }
+
+  #saveGate(key) {
+    const gate = this.#local.gateSnapshot(key);
+    if (gate === undefined) this.#buckets.deleteGate(key);
+    else this.#buckets.saveGate(key, gate);
+    this.#buckets.dropEndedGates(Date.now());
+  }
+
   /** Restores the snapshot of `key` if memory does not hold its bucket. */
   #load(key) {
     // Anything but a string goes to the engine, which rejects it.

@@ -2,6 +2,10 @@ import { DurableObject } from 'cloudflare:workers';
 import type {
   RateLimitAllDecision,
   RateLimitDecision,
+  RateLimitGatePolicy,
+  RateLimitGateStatus,
+  RateLimitPermit,
+  RateLimitRelease,
   RateLimitLease,
   RateLimitLeaseDecision,
   RateLimitLeaseRequest,
@@ -14,6 +18,10 @@ import type {
 export type {
   RateLimitAllDecision,
   RateLimitDecision,
+  RateLimitGatePolicy,
+  RateLimitGateStatus,
+  RateLimitPermit,
+  RateLimitRelease,
   RateLimitLease,
   RateLimitLeaseDecision,
   RateLimitLeaseRequest,
@@ -70,6 +78,17 @@ export declare class RateLimiterServer extends DurableObject {
    * that failed), up to its capacity. Same validation as a cost.
    */
   refund(key: string, tokens: number): void;
+  /**
+   * A concurrency limit: a permit of `cost` (default 1, a whole number) on the gate of `key`
+   * when its live permits leave room under `policy.max_in_flight`. Release it with
+   * `release(key, id)` when the work is done; one never released frees its slot after
+   * `policy.ttl_seconds` (default 60). Gates and buckets of one key never touch.
+   */
+  acquire(key: string, cost: number | undefined, policy: RateLimitGatePolicy): RateLimitPermit;
+  /** Ends the live permit `id` of `key`; `released: false` (nothing changed) for any other id. */
+  release(key: string, id: number): RateLimitRelease;
+  /** The live permits of `key`. Changes nothing. */
+  gateStatus(key: string): RateLimitGateStatus;
 }
 
 /**

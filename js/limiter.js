@@ -100,6 +100,30 @@ export class LocalLimiter {
     this.#guard(restoreNow, key, bytes);
   }
 
+  /** A permit of `cost` on `key`'s gate under `policy` (`{ max_in_flight, ttl_seconds? }`). */
+  acquire(key, cost, policy) {
+    return this.#guard(acquireNow, key, cost, policy);
+  }
+
+  /** Ends the live permit `id` of `key`: `{ released, in_flight }`. */
+  release(key, id) {
+    return this.#guard(releaseNow, key, id);
+  }
+
+  gateStatus(key) {
+    return this.#guard(gateStatusNow, key);
+  }
+
+  /** `{ bytes, ends_at_ms }` of `key`'s live permits, or undefined when it has none. */
+  gateSnapshot(key) {
+    return this.#guard(gateSnapshotNow, key);
+  }
+
+  /** Replaces `key`'s gate by the permits of `bytes` (undefined: none). */
+  restoreGate(key, bytes) {
+    this.#guard(restoreGateNow, key, bytes);
+  }
+
   /** `{ key, bytes, full_at_ms }` of every bucket without a policy of its own. */
   snapshotsWithoutPolicy() {
     return this.#guard(snapshotsWithoutPolicyNow);
@@ -214,6 +238,26 @@ function snapshotNow(limiter, key) {
 
 function restoreNow(limiter, key, bytes) {
   limiter.restore(Date.now(), key, bytes);
+}
+
+function acquireNow(limiter, key, cost, policy) {
+  return limiter.acquire(Date.now(), key, cost, policy);
+}
+
+function releaseNow(limiter, key, id) {
+  return limiter.release(Date.now(), key, id);
+}
+
+function gateStatusNow(limiter, key) {
+  return limiter.gateStatus(Date.now(), key);
+}
+
+function gateSnapshotNow(limiter, key) {
+  return limiter.gateSnapshot(Date.now(), key);
+}
+
+function restoreGateNow(limiter, key, bytes) {
+  limiter.restoreGate(Date.now(), key, bytes);
 }
 
 function snapshotsWithoutPolicyNow(limiter) {

@@ -62,6 +62,18 @@ export function defineRateLimiterServers(Base, instance, { storageStandIn = fals
     refund(key, tokens) {
       this.#limiter.refund(key, tokens);
     }
+
+    acquire(key, cost = 1, policy = undefined) {
+      return this.#limiter.acquire(key, cost, policy);
+    }
+
+    release(key, id) {
+      return this.#limiter.release(key, id);
+    }
+
+    gateStatus(key) {
+      return this.#limiter.gateStatus(key);
+    }
   }
 
   class DurableRateLimiterServer extends RateLimiterServer {}

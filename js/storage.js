@@ -9,6 +9,9 @@
 
 const BUCKETS = 'rate_limiter_buckets';
 const OPTIONS = 'rate_limiter_options';
+// A gate's row: its live permits, and when the last of them expires (`ends_at`, epoch ms:
+// after it, the row is dead and a batch delete drops it).
+const GATES = 'rate_limiter_gates';
 
 /**
  * A key as stored: the string itself, or, when it holds lone surrogates (which SQLite's
@@ -41,6 +44,10 @@ export class SqlBuckets {
       key PRIMARY KEY, snapshot BLOB NOT NULL, full_at INTEGER NOT NULL, policy INTEGER NOT NULL
     ) WITHOUT ROWID`);
     sql.exec(`CREATE INDEX IF NOT EXISTS ${BUCKETS}_full_at ON ${BUCKETS} (full_at)`);
+    sql.exec(`CREATE TABLE IF NOT EXISTS ${GATES} (
+      key PRIMARY KEY, permits BLOB NOT NULL, ends_at INTEGER NOT NULL
+    ) WITHOUT ROWID`);
+    sql.exec(`CREATE INDEX IF NOT EXISTS ${GATES}_ends_at ON ${GATES} (ends_at)`);
     sql.exec(`CREATE TABLE IF NOT EXISTS ${OPTIONS} (
       id INTEGER PRIMARY KEY CHECK (id = 0), max_tokens REAL NOT NULL,
       refill_every_seconds REAL NOT NULL
@@ -97,6 +104,33 @@ export class SqlBuckets {
     this.#sql.exec(`DELETE FROM ${BUCKETS} WHERE full_at <= ?`, nowMs);
   }
 
+  /** The permits of `key`'s gate (an ArrayBuffer), if a row is there. */
+  gate(key) {
+    for (const row of this.#sql.exec(`SELECT permits FROM ${GATES} WHERE key = ?`, storedKey(key))) {
+      return row.permits;
+    }
+    return undefined;
+  }
+
+  /** Saves `gate` (`{ bytes, ends_at_ms }`) as the gate row of `key`. */
+  saveGate(key, gate) {
+    this.#sql.exec(
+      `INSERT OR REPLACE INTO ${GATES} (key, permits, ends_at) VALUES (?, ?, ?)`,
+      storedKey(key),
+      gate.bytes,
+      gate.ends_at_ms,
+    );
+  }
+
+  deleteGate(key) {
+    this.#sql.exec(`DELETE FROM ${GATES} WHERE key = ?`, storedKey(key));
+  }
+
+  /** Drops the gate rows whose permits have all expired by `nowMs`. */
+  dropEndedGates(nowMs) {
+    this.#sql.exec(`DELETE FROM ${GATES} WHERE ends_at <= ?`, nowMs);
+  }
+
   #insert(key, bytes, fullAt, hasPolicy) {
     this.#sql.exec(
       `INSERT OR REPLACE INTO ${BUCKETS} (key, snapshot, full_at, policy) VALUES (?, ?, ?, ?)`,
@@ -111,7 +145,24 @@ export class SqlBuckets {
 /** The same on a Map: the stand-in where `ctx.storage` does not exist (plain Node). */
 export class MemoryBuckets {
   #rows = new Map();
+  #gates = new Map();
   #options;
+
+  gate(key) {
+    return this.#gates.get(key)?.bytes;
+  }
+
+  saveGate(key, gate) {
+    this.#gates.set(key, { ...gate });
+  }
+
+  deleteGate(key) {
+    this.#gates.delete(key);
+  }
+
+  dropEndedGates(nowMs) {
+    for (const [key, gate] of this.#gates) if (gate.ends_at_ms <= nowMs) this.#gates.delete(key);
+  }
 
   options() {
     return this.#options === undefined ? undefined : { ...this.#options };

@@ -58,7 +58,7 @@ fn weighted_permits_and_a_cost_above_the_limit() {
     assert!(two.allowed);
     let denied = l.acquire(b"k", 4, policy, at_ms(2_000.0));
     assert!(!denied.allowed);
-    // 4 fits once the 3 has expired (at 10 s) and the 2 with it is... 2 + 4 > 5: both.
+    // 4 does not fit beside the 2 once the 3 has expired (at 10 s): only when both have (11 s).
     assert_eq!(denied.retry_after_ms, Some(9_000.0));
     let never = l.acquire(b"k", 6, policy, at_ms(2_000.0));
     assert_eq!((never.allowed, never.retry_after_ms), (false, None));
@@ -186,17 +186,21 @@ fn gate_snapshots_round_trip_and_unreadable_ones_change_nothing() {
     let mut late = Limiter::new(3);
     late.restore_gate(b"k", &bytes, at_ms(10_000.0)).unwrap();
     assert!(late.permits_of(b"k", at_ms(10_000.0)).is_empty());
-    let twice = Permit {
+    let free = Permit {
         id: 7,
-        cost: 1,
+        cost: 0,
         expires_at: at_ms(5.0),
     };
     for bad in [
         vec![],
         vec![2],
         bytes[..bytes.len() - 1].to_vec(),
-        gate_snapshot(&[twice, twice]),
-        gate_snapshot(&[Permit { cost: 0, ..twice }]),
+        gate_snapshot(&[free]),
+        gate_snapshot(&[Permit {
+            id: 1 << 53,
+            cost: 1,
+            ..free
+        }]),
     ] {
         let mut kept = l.clone();
         assert!(

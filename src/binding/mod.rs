@@ -13,6 +13,7 @@
 
 mod durable;
 mod errors;
+mod gates;
 mod key;
 mod leases;
 mod objects;
@@ -29,9 +30,9 @@ use read::{read_cost, read_options, read_policy, read_requests};
 use test_hooks::trap_if_asked;
 use tsify::Ts;
 pub use types::{
-    RateLimitAllDecision, RateLimitDecision, RateLimitLease, RateLimitLeaseRequest,
-    RateLimitRequest, RateLimitSettlement, RateLimitShare, RateLimitShareTerm, RateLimiterOptions,
-    RateLimiterStatus,
+    RateLimitAllDecision, RateLimitDecision, RateLimitGatePolicy, RateLimitGateStatus,
+    RateLimitLease, RateLimitLeaseRequest, RateLimitPermit, RateLimitRelease, RateLimitRequest,
+    RateLimitSettlement, RateLimitShare, RateLimitShareTerm, RateLimiterOptions, RateLimiterStatus,
 };
 
 /// What the fast paths (`checkText`, `consumeText`) answer.

@@ -8,7 +8,10 @@ use wasm_bindgen::prelude::*;
 
 use super::errors::JsSpelling;
 use super::key::encode_key;
-use crate::engine::{decimal, join, Cost, Error, LeaseAsk, OptionsPatch, Settlement, Spelling};
+use crate::engine::{
+    decimal, join, permit_cost, permit_id, Cost, Error, GatePolicy, LeaseAsk, OptionsPatch,
+    Settlement, Spelling,
+};
 
 #[wasm_bindgen]
 extern "C" {
@@ -300,4 +303,40 @@ pub(crate) fn describe(value: &JsValue) -> String {
     } else {
         "an object".into()
     }
+}
+
+/// A permit's cost; `undefined` means 1.
+pub(crate) fn read_permit_cost(cost: &JsValue, field: &str) -> Result<u64, Error> {
+    if cost.is_undefined() {
+        return Ok(1);
+    }
+    read_number(cost, field).and_then(|c| permit_cost(c).map_err(|e| rename(e, field)))
+}
+
+/// A permit id, with no default.
+pub(crate) fn read_permit_id(id: &JsValue, field: &str) -> Result<u64, Error> {
+    read_number(id, field).and_then(|n| permit_id(n).map_err(|e| rename(e, field)))
+}
+
+/// A gate policy `{ max_in_flight, ttl_seconds? }` named `name`; it is required.
+pub(crate) fn read_gate_policy(policy: &JsValue, name: &str) -> Result<GatePolicy, Error> {
+    const FIELDS: [&str; 2] = ["max_in_flight", "ttl_seconds"];
+    let object = read_object(policy, name, &FIELDS, "max_in_flight and ttl_seconds")?;
+    let path = |field: &str| join(&[name, ".", field]);
+    let max_path = path(FIELDS[0]);
+    let max_in_flight = match read_field(object, FIELDS[0], &max_path)? {
+        Some(value) => read_number(&value, &max_path)?,
+        None => {
+            return Err(Error::WrongType {
+                field: max_path,
+                expected: "a number",
+                got: "undefined".into(),
+            })
+        }
+    };
+    let ttl_path = path(FIELDS[1]);
+    let ttl_seconds = read_field(object, FIELDS[1], &ttl_path)?
+        .map(|v| read_number(&v, &ttl_path))
+        .transpose()?;
+    GatePolicy::new(max_in_flight, ttl_seconds).map_err(|e| e.within(name))
 }

@@ -167,3 +167,53 @@ export interface RateLimitLeaseDecision extends RateLimitDecision {
     lease: RateLimitLease | null;
 }
 "#;
+
+/// A concurrency limit, for `acquire`: at most `max_in_flight` in flight on the key.
+#[derive(Tsify)]
+pub struct RateLimitGatePolicy {
+    /// The most the key's live permits may cost together: a whole number from 1 to 2^53 - 1.
+    pub max_in_flight: f64,
+    /// Seconds a permit stays live if it is not released: finite, > 0, at most 86,400.
+    /// Default: 60.
+    #[tsify(optional, type = "number | undefined")]
+    pub ttl_seconds: Option<f64>,
+}
+
+/// What `acquire` decided.
+#[derive(Tsify)]
+pub struct RateLimitPermit {
+    /// Whether the permit was granted.
+    pub allowed: bool,
+    /// The permit's id, for `release`; `null` when denied.
+    #[tsify(type = "number | null")]
+    pub id: Option<f64>,
+    /// The cost of the key's live permits after the call.
+    pub in_flight: f64,
+    /// The `max_in_flight` of the call.
+    pub limit: f64,
+    /// Milliseconds the permit stays live if it is not released; 0 when denied.
+    pub ttl_ms: f64,
+    /// 0 when allowed; when denied, whole milliseconds until expiries alone make room (the
+    /// longest wait if nobody releases); `null` when the cost is above `max_in_flight`.
+    #[tsify(type = "number | null")]
+    pub retry_after_ms: Option<f64>,
+}
+
+/// What `release` did.
+#[derive(Tsify)]
+pub struct RateLimitRelease {
+    /// Whether a live permit with that id ended (false: released already, expired or never
+    /// granted; nothing changed).
+    pub released: bool,
+    /// The cost of the key's live permits after the call.
+    pub in_flight: f64,
+}
+
+/// The live permits of a key, as `gateStatus` reports them.
+#[derive(Tsify)]
+pub struct RateLimitGateStatus {
+    /// What they cost together.
+    pub in_flight: f64,
+    /// How many there are.
+    pub permits: f64,
+}

@@ -142,6 +142,38 @@ describe('memory discarded', () => {
   });
 });
 
+describe('gates (concurrency limits)', () => {
+  const gateRows = (state: DurableObjectState) =>
+    state.storage.sql.exec<{ n: number }>('SELECT count(*) AS n FROM rate_limiter_gates').one().n;
+
+  it('a new instance and an aborted object hold the same live permits; ended gates leave storage', async () => {
+    const name = 'survival-gates';
+    const gate = { max_in_flight: 2, ttl_seconds: 30 };
+    const first = await limiter(name).acquire('gen', 1, gate);
+    await limiter(name).acquire('gen', 1, gate);
+    await runInDurableObject(limiter(name), (_: DurableRateLimiterServer, state: DurableObjectState) => {
+      const restarted = new DurableRateLimiterServer(state, env);
+      expect(restarted.gateStatus('gen')).toEqual({ in_flight: 2, permits: 2 });
+      expect(restarted.acquire('gen', 1, gate).allowed).toBe(false);
+      expect(restarted.release('gen', first.id!).released).toBe(true);
+    });
+    const aborted = await rejection(
+      runInDurableObject(limiter(name), (_: unknown, state: DurableObjectState) => {
+        state.abort('test: discard the memory');
+      }),
+    );
+    expect(aborted).toBeInstanceOf(Error);
+    expect(await limiter(name).gateStatus('gen')).toEqual({ in_flight: 1, permits: 1 });
+    expect(await limiter(name).release('gen', first.id!)).toEqual({ released: false, in_flight: 1 });
+    // Every permit expires unreleased: the next write drops the dead row.
+    at(30_000);
+    await limiter(name).acquire('other', 1, gate);
+    await runInDurableObject(limiter(name), (_: unknown, state: DurableObjectState) => {
+      expect(gateRows(state)).toBe(1);
+    });
+  });
+});
+
 describe('storage', () => {
   it('stays bounded under key churn: buckets that refill to full leave storage in batches', async () => {
     await runInDurableObject(limiter('survival-churn'), (instance: DurableRateLimiterServer, state: DurableObjectState) => {
