@@ -6,6 +6,8 @@ import type {
   DurableRateLimiterServer,
   RateLimitAllDecision,
   RateLimitDecision,
+  RateLimitGatePolicy,
+  RateLimitPermit,
   RateLimiterOptions,
   RateLimiterServer,
   RateLimiterStatus,
@@ -84,6 +86,31 @@ export async function typedUses(env: Env): Promise<void> {
   // @ts-expect-error a policy name is a string (or one per limit)
   rateLimitHeaders(d, { name: 1 });
   void notBoolean;
+
+  // Concurrency limits, and a limitAll member on trial.
+  const gate: RateLimitGatePolicy = { max_in_flight: 4, ttl_seconds: 120 };
+  const permit: RateLimitPermit = await stub.acquire('generate', 1, gate);
+  const permitFields: [boolean, number | null, number, number, number, number | null] = [
+    permit.allowed,
+    permit.id,
+    permit.in_flight,
+    permit.limit,
+    permit.ttl_ms,
+    permit.retry_after_ms,
+  ];
+  if (permit.id !== null) {
+    const released: boolean = (await stub.release('generate', permit.id)).released;
+    void released;
+  }
+  const inFlight: number = (await stub.gateStatus('generate')).in_flight;
+  await stub.limitAll([{ key: 'second' }, { key: 'daily', shadow: true }]);
+  void [permitFields, inFlight];
+  // @ts-expect-error a gate policy needs max_in_flight
+  await stub.acquire('generate', 1, { ttl_seconds: 5 });
+  // @ts-expect-error a permit id is a number
+  await stub.release('generate', 'id');
+  // @ts-expect-error shadow is a boolean
+  await stub.limitAll([{ key: 'daily', shadow: 'yes' }]);
 }
 
 // The durable class has the same methods and results, and is a RateLimiterServer.
