@@ -37,6 +37,39 @@ printTable(['', 'value'], [
   ['peak wasm memory', `${(peakMemory / MiB).toFixed(1)} MiB`],
 ]);
 
+// --- gate churn: the same stream as permits, 1,000,000 keys each with one permit of 1 s that
+// is never released (its isolate vanished): gates must follow the live permits as buckets
+// follow the live buckets (the baseline above, same run).
+const GATE_KEYS = 1_000_000;
+const gates = new RateLimiter(3, 4);
+let gateNow = 1_800_000_000_000;
+const gatesBefore = memory();
+let peakGates = 0;
+let peakGateMemory = gatesBefore;
+for (let i = 0; i < GATE_KEYS; i++) {
+  if (i % PER_MS === 0) gateNow += 1;
+  if (!gates.acquire(gateNow, `client-${i}:generate`, 1, { max_in_flight: 1, ttl_seconds: 1 }).allowed) {
+    throw new Error(`key ${i} denied a permit`);
+  }
+  if (i % 1000 === 0) {
+    peakGates = Math.max(peakGates, gates.gatedKeys);
+    peakGateMemory = Math.max(peakGateMemory, memory());
+  }
+}
+// Long after the last expiry, calls on one key sweep the rest away.
+gateNow += 2_000;
+for (let i = 0; i < GATE_KEYS / 2; i++) {
+  const { id } = gates.acquire(gateNow, 'busy', 1, { max_in_flight: 1 });
+  gates.release(gateNow, 'busy', id);
+}
+const gatesLeft = gates.gatedKeys;
+console.log(`\nGate churn: ${fmt(GATE_KEYS)} keys, one unreleased 1 s permit each, ${PER_MS} new per fake ms (≈ ${fmt(live)} live)\n`);
+printTable(['', 'gates', 'buckets (baseline, above)', 'ratio'], [
+  ['peak kept / live', `${(peakGates / live).toFixed(2)}×`, `${(peakStored / live).toFixed(2)}×`, `${(peakGates / peakStored).toFixed(2)}×`],
+  ['gates left after all expired and 500,000 more calls', fmt(gatesLeft), '', ''],
+  ['peak wasm memory growth', `${((peakGateMemory - gatesBefore) / MiB).toFixed(1)} MiB`, `${((peakMemory - before) / MiB).toFixed(1)} MiB`, ''],
+]);
+
 // --- HashDoS: the same number of live keys, random vs patterned.
 const N = 100_000;
 const CALLS = 1_000_000;
@@ -67,4 +100,7 @@ for (const [name, keys] of Object.entries(patterns)) {
 }
 console.log(`\nHashDoS: consume() on ${fmt(N)} live keys, ${fmt(CALLS)} calls, median of 3 rounds\n`);
 printTable(['patterned keys', 'ns per call', 'random keys, same lengths', 'ratio'], rows.map((r) => [r.name, r.ns.toFixed(1), r.random_ns.toFixed(1), `${r.ratio.toFixed(2)}×`]));
-writeResult('churn', { keys: KEYS, live, peak_stored: peakStored, memory_before: before, peak_memory: peakMemory, hashdos: rows });
+writeResult('churn', {
+  keys: KEYS, live, peak_stored: peakStored, memory_before: before, peak_memory: peakMemory, hashdos: rows,
+  gates: { keys: GATE_KEYS, peak_kept: peakGates, left: gatesLeft, memory_before: gatesBefore, peak_memory: peakGateMemory },
+});

@@ -30,14 +30,18 @@
 //!   within the bucket (capacity at most `max_tokens`, parts at most `RATE_PARTS`), a share is
 //!   settled once, and what the object admits beside them counts in the bound above (their
 //!   holders spend nothing, as holders that vanished).
+//! - gates (concurrency limits): an acquire with an invalid cost or policy is `Err` exactly
+//!   as docs/SPEC.md says and changes nothing; a granted permit leaves the key's live
+//!   permits costing at most `max_in_flight`, and `in_flight` is what they cost; a release
+//!   ends only a permit that was granted on that key and not released, once.
 #![no_main]
 
 use std::collections::{HashMap, HashSet};
 
 use libfuzzer_sys::fuzz_target;
 use rate_limiter::engine::{
-    Cost, Decision, Instant, Lease, LeaseAsk, Limiter, Options, OptionsPatch, Request, Settlement,
-    Status, MAX_SAFE_INTEGER, RATE_PARTS,
+    permit_cost, Cost, Decision, GatePolicy, Instant, Lease, LeaseAsk, Limiter, Options,
+    OptionsPatch, Request, Settlement, Status, MAX_PERMITS_PER_KEY, MAX_SAFE_INTEGER, RATE_PARTS,
 };
 
 /// Billionths per token (the engine's unit for capacities up to ~1.8e10 tokens).
@@ -216,6 +220,8 @@ struct Harness {
     shares: HashMap<(Vec<u8>, u8), u64>,
     /// The latest time the clock has shown (a lease that expired then stays ended).
     latest: Instant,
+    /// Every permit id granted per key, and whether it was released.
+    permits: HashMap<Vec<u8>, HashMap<u64, bool>>,
 }
 
 fn whole(x: f64) -> bool {
@@ -285,7 +291,76 @@ impl Harness {
             holders: HashMap::new(),
             shares: HashMap::new(),
             latest: Instant::from_nanos(0),
+            permits: HashMap::new(),
         }
+    }
+
+    /// What a key's live permits cost now.
+    fn in_flight(&self, key: &[u8]) -> u64 {
+        let live = self.limiter.permits_of(key, self.now);
+        assert!(
+            live.len() <= MAX_PERMITS_PER_KEY,
+            "{} live permits",
+            live.len()
+        );
+        live.iter().map(|p| p.cost).sum()
+    }
+
+    fn op_acquire(&mut self, key: &[u8], cost: f64, max: f64, ttl: Option<f64>) {
+        let before = self.limiter.permits_of(key, self.now);
+        let valid_cost = whole(cost) && (1.0..=MAX_SAFE_INTEGER).contains(&cost);
+        let valid_max = whole(max) && (1.0..=MAX_SAFE_INTEGER).contains(&max);
+        let valid_ttl = ttl.is_none_or(|t| t > 0.0 && t <= 86_400.0);
+        let (cost, policy) = match (permit_cost(cost), GatePolicy::new(max, ttl)) {
+            (Ok(cost), Ok(policy)) => (cost, policy),
+            (c, p) => {
+                assert!(!(valid_cost && valid_max && valid_ttl), "{c:?} {p:?}");
+                assert_eq!(self.limiter.permits_of(key, self.now), before);
+                return;
+            }
+        };
+        assert!(valid_cost && valid_max && valid_ttl);
+        let d = self.limiter.acquire(key, cost, policy, self.now);
+        // (At the end of representable time a permit expires as it is granted.)
+        if self.now.saturating_add(policy.ttl_nanos()) > self.now {
+            assert_eq!(d.in_flight, self.in_flight(key), "{d:?}");
+        }
+        if let Some(id) = d.id {
+            assert!(d.allowed && d.in_flight <= d.limit, "{d:?}");
+            let granted = self.permits.entry(key.to_vec()).or_default();
+            // Unique among the key's live permits.
+            assert!(before.iter().all(|p| p.id != id), "{d:?}");
+            granted.insert(id, false);
+        } else {
+            assert!(!d.allowed);
+            assert_eq!(d.retry_after_ms.is_none(), cost > d.limit, "{d:?}");
+        }
+    }
+
+    fn op_release(&mut self, key: &[u8], pick: u64) {
+        let granted = self.permits.entry(key.to_vec()).or_default();
+        let mut ids: Vec<u64> = granted.keys().copied().collect();
+        ids.sort_unstable();
+        // A granted id most of the time, else a made-up one.
+        let id = if ids.is_empty() || pick % 4 == 0 {
+            pick & ((1 << 53) - 1)
+        } else {
+            ids[(pick as usize / 4) % ids.len()]
+        };
+        let was_live = self
+            .limiter
+            .permits_of(key, self.now)
+            .iter()
+            .any(|p| p.id == id);
+        let r = self.limiter.release(key, id, self.now);
+        assert_eq!(r.released, was_live, "release of {id}");
+        if r.released {
+            let released = self.permits.get_mut(key).and_then(|g| g.get_mut(&id));
+            let released = released.expect("released a permit never granted on this key");
+            assert!(!*released, "released twice");
+            *released = true;
+        }
+        assert_eq!(r.in_flight, self.in_flight(key));
     }
 
     /// Whether the checks may make `n` more copies of the limiter (and counts them).
@@ -925,6 +1000,19 @@ impl Harness {
                 "restored {key:?} differs"
             );
         }
+        // Gates, through their own snapshots: the same live permits.
+        for key in self.permits.keys() {
+            let live = self.limiter.permits_of(key, self.now);
+            let bytes = rate_limiter::engine::gate_snapshot(&live);
+            fresh
+                .restore_gate(key, &bytes, self.now)
+                .expect("a gate snapshot restores");
+            assert_eq!(
+                fresh.permits_of(key, self.now),
+                live,
+                "restored gate {key:?} differs"
+            );
+        }
     }
 
     /// `restore` of arbitrary bytes: no panic, and no other key changes.
@@ -1014,8 +1102,22 @@ fuzz_target!(|data: &[u8]| {
                 h.set_now(to);
             }
             14 => h.op_clock(&mut bytes),
-            _ => match bytes.u8() % 7 {
+            _ => match bytes.u8() % 8 {
                 0 => h.op_evict_compare(),
+                7 => {
+                    let key = bytes.key();
+                    if bytes.u8() % 3 == 0 {
+                        h.op_release(&key, bytes.u64());
+                    } else {
+                        let (cost, max) = (bytes.number(), bytes.number());
+                        let ttl = match bytes.u8() % 4 {
+                            0 => None,
+                            1 => Some(bytes.number()),
+                            _ => Some(f64::from(bytes.u16()) / 100.0),
+                        };
+                        h.op_acquire(&key, cost, max, ttl);
+                    }
+                }
                 3 | 4 => {
                     let key = bytes.key();
                     let (holder, cost, want) = (bytes.u8() % 3, bytes.u8() % 4, bytes.u8() % 24);

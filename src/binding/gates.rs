@@ -109,6 +109,12 @@ impl RateLimiter {
         Ok(gate_status_object(in_flight as f64, live.len() as f64).into())
     }
 
+    /// Keys with permits in memory (live, or expired and not yet swept).
+    #[wasm_bindgen(getter, js_name = gatedKeys)]
+    pub fn gated_keys(&self) -> usize {
+        self.engine.gated_keys()
+    }
+
     /// `{ bytes, ends_at_ms }` of `key`'s live permits (`ends_at_ms`: when the last one
     /// expires, rounded up), or `undefined` when it has none: for the durable class.
     #[wasm_bindgen(js_name = gateSnapshot)]
