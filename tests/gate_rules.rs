@@ -210,3 +210,60 @@ fn gate_snapshots_round_trip_and_unreadable_ones_change_nothing() {
         assert_eq!(kept.permits_of(b"k", at_ms(1.0)), permits);
     }
 }
+
+#[test]
+fn with_rate_limits_a_permit_is_all_or_nothing_in_one_call() {
+    use rate_limiter::engine::{Cost, OptionsPatch, PermitAsk, Request};
+    let mut l = Limiter::new(1);
+    let rate = |key| Request {
+        key,
+        cost: Cost::new(1.0).unwrap(),
+        policy: Some(OptionsPatch {
+            max_tokens: Some(2.0),
+            refill_every_seconds: Some(60.0),
+        }),
+        shadow: false,
+    };
+    let permit = PermitAsk {
+        key: b"gen",
+        cost: 1,
+        policy: gate(1.0, 30.0),
+    };
+    // Both have room: the bucket consumes and the permit is granted.
+    let (all, granted) = l
+        .limit_all_with_permit(&[rate(b"api")], Some(permit), at_ms(0.0))
+        .unwrap();
+    let granted = granted.unwrap();
+    assert!(all.allowed && granted.allowed && granted.id.is_some());
+    assert_eq!(all.results[0].status.remaining, 1.0);
+    // The gate is full: nothing is taken from the bucket, which had room.
+    let (all, denied) = l
+        .limit_all_with_permit(&[rate(b"api")], Some(permit), at_ms(1_000.0))
+        .unwrap();
+    let denied = denied.unwrap();
+    assert!(!all.allowed && all.results[0].allowed && !denied.allowed);
+    assert_eq!(all.retry_after_ms, Some(29_000.0));
+    assert_eq!(l.status(b"api", at_ms(1_000.0)).remaining, 1.0);
+    assert!(
+        l.release(b"gen", granted.id.unwrap(), at_ms(1_000.0))
+            .released
+    );
+    // The bucket is empty after one more: the gate had room, and grants nothing.
+    assert!(
+        l.limit_all_with_permit(&[rate(b"api")], Some(permit), at_ms(1_000.0))
+            .unwrap()
+            .0
+            .allowed
+    );
+    l.release(
+        b"gen",
+        l.permits_of(b"gen", at_ms(1_000.0))[0].id,
+        at_ms(1_000.0),
+    );
+    let (all, room) = l
+        .limit_all_with_permit(&[rate(b"api")], Some(permit), at_ms(2_000.0))
+        .unwrap();
+    let room = room.unwrap();
+    assert!(!all.allowed && room.allowed && room.id.is_none());
+    assert_eq!(l.permits_of(b"gen", at_ms(2_000.0)), vec![]);
+}

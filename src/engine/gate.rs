@@ -100,6 +100,14 @@ impl Permit {
     }
 }
 
+/// A permit asked for beside the buckets of a `limit_all_with_permit` call.
+#[derive(Debug, Clone, Copy)]
+pub struct PermitAsk<'a> {
+    pub key: &'a [u8],
+    pub cost: u64,
+    pub policy: GatePolicy,
+}
+
 /// What `acquire` reports.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PermitDecision {
@@ -158,23 +166,11 @@ impl Gates {
         policy: GatePolicy,
         now: Instant,
     ) -> PermitDecision {
-        self.sweep(now);
-        self.keys.retain(key, |p| p.live(now));
-        let live = self.keys.of(key);
-        let in_flight = cost_of(live);
-        let limit = policy.max_in_flight;
-        let fits = in_flight.saturating_add(cost) <= limit && live.len() < MAX_PERMITS_PER_KEY;
-        if !fits {
-            let retry_after_ms = (cost <= limit).then(|| wait_for_room(live, cost, limit, now));
-            return PermitDecision {
-                allowed: false,
-                id: None,
-                in_flight,
-                limit,
-                ttl_ms: 0.0,
-                retry_after_ms,
-            };
+        let room = self.would_admit(key, cost, policy, now);
+        if !room.allowed {
+            return room;
         }
+        let live = self.keys.of(key);
         // Unique among the key's live permits (ids restored after an eviction included).
         while live.iter().any(|p| p.id == self.next_id) {
             self.next_id = (self.next_id + 1) & ID_MASK;
@@ -187,12 +183,40 @@ impl Gates {
         self.next_id = (self.next_id + 1) & ID_MASK;
         self.keys.add(key, &[permit]);
         PermitDecision {
-            allowed: true,
             id: Some(permit.id),
-            in_flight: in_flight + cost,
-            limit,
+            in_flight: room.in_flight + cost,
             ttl_ms: ceil_millis(policy.ttl_nanos as u128),
-            retry_after_ms: Some(0.0),
+            ..room
+        }
+    }
+
+    /// What `acquire` would answer about room, granting nothing: `allowed` says whether
+    /// the gate has room, and there is no id. (Expired permits are dropped on the way.)
+    pub fn would_admit(
+        &mut self,
+        key: &[u8],
+        cost: u64,
+        policy: GatePolicy,
+        now: Instant,
+    ) -> PermitDecision {
+        self.sweep(now);
+        self.keys.retain(key, |p| p.live(now));
+        let live = self.keys.of(key);
+        let in_flight = cost_of(live);
+        let limit = policy.max_in_flight;
+        let fits = in_flight.saturating_add(cost) <= limit && live.len() < MAX_PERMITS_PER_KEY;
+        let retry_after_ms = if fits {
+            Some(0.0)
+        } else {
+            (cost <= limit).then(|| wait_for_room(live, cost, limit, now))
+        };
+        PermitDecision {
+            allowed: fits,
+            id: None,
+            in_flight,
+            limit,
+            ttl_ms: 0.0,
+            retry_after_ms,
         }
     }
 

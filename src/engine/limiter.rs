@@ -2,7 +2,7 @@
 
 use super::bucket::{self, convert, refill, take, wait_for, wait_for_full, Bucket, Status};
 use super::error::{decimal, join, Error};
-use super::gate::Gates;
+use super::gate::{Gates, PermitAsk, PermitDecision};
 use super::lease::{Lease, Leases};
 use super::leasing::leased_wait;
 use super::options::{Cost, Options, OptionsPatch, UNITS_PER_TOKEN};
@@ -298,6 +298,20 @@ impl Limiter {
         requests: &[Request<'_>],
         now: Instant,
     ) -> Result<AllDecision, Error> {
+        self.limit_all_with_permit(requests, None, now)
+            .map(|(decision, _)| decision)
+    }
+
+    /// `limit_all` that also asks for a permit (a concurrency limit, section 12 of
+    /// docs/SPEC.md), all or nothing with the enforced members: the permit is granted and
+    /// they consume, or neither happens. Denied, the permit's `allowed` says whether its
+    /// gate had room (and it has no id).
+    pub fn limit_all_with_permit(
+        &mut self,
+        requests: &[Request<'_>],
+        permit: Option<PermitAsk<'_>>,
+        now: Instant,
+    ) -> Result<(AllDecision, Option<PermitDecision>), Error> {
         let mut views = Vec::with_capacity(requests.len());
         for (i, request) in requests.iter().enumerate() {
             if let Some(first) = requests[..i].iter().position(|r| r.key == request.key) {
@@ -316,10 +330,18 @@ impl Limiter {
             .zip(requests)
             .map(|(view, r)| take(view.current, r.cost, &view.options, now))
             .collect();
-        let allowed = outcomes
+        let buckets_allow = outcomes
             .iter()
             .zip(requests)
             .all(|(outcome, r)| r.shadow || outcome.is_ok());
+        let permit = permit.map(|p| {
+            if buckets_allow {
+                self.gates.acquire(p.key, p.cost, p.policy, now)
+            } else {
+                self.gates.would_admit(p.key, p.cost, p.policy, now)
+            }
+        });
+        let allowed = buckets_allow && permit.is_none_or(|p| p.allowed);
         let mut results = Vec::with_capacity(requests.len());
         for ((view, request), outcome) in views.iter().zip(requests).zip(outcomes) {
             // A shadow member with room takes its cost on its own, once the others allowed.
@@ -337,14 +359,15 @@ impl Limiter {
             .iter()
             .zip(requests)
             .filter(|(_, r)| !r.shadow)
-            .try_fold(0.0, |most: f64, (d, _)| {
-                d.retry_after_ms.map(|ms| most.max(ms))
-            });
-        Ok(AllDecision {
+            .map(|(d, _)| d.retry_after_ms)
+            .chain(permit.map(|p| p.retry_after_ms))
+            .try_fold(0.0, |most: f64, wait| wait.map(|ms| most.max(ms)));
+        let decision = AllDecision {
             allowed,
             retry_after_ms,
             results,
-        })
+        };
+        Ok((decision, permit))
     }
 
     /// Buckets held in memory (only ones that were not full when last seen).

@@ -18,7 +18,7 @@ mod view;
 pub use bucket::Status;
 pub use error::{decimal, join, Error, JsNumber, Spelling};
 pub use gate::{
-    gate_snapshot, permit_cost, permit_id, GatePolicy, Permit, PermitDecision, Released,
+    gate_snapshot, permit_cost, permit_id, GatePolicy, Permit, PermitAsk, PermitDecision, Released,
     DEFAULT_PERMIT_TTL_SECONDS, MAX_PERMITS_PER_KEY, MAX_PERMIT_TTL_SECONDS,
 };
 pub use lease::{Lease, Term, LEASE_TTL_NANOS, MAX_LEASES_PER_KEY, SHARE_TERM_NANOS};
