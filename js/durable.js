@@ -103,6 +103,25 @@ export class DurableLimiter {
     return decision;
   }
 
+  limitAllWithPermit(requests, permit) {
+    const holdsAll = this.#holdsAll();
+    // The binding reads the requests and the permit once, and names their keys here.
+    const keys = [];
+    const load = (key, held) => {
+      keys.push(key);
+      return held || holdsAll ? undefined : this.#buckets.snapshot(key);
+    };
+    let gateKey;
+    const loadGate = (key) => {
+      gateKey = key;
+      return this.#buckets.gate(key);
+    };
+    const decision = this.#local.limitAllWithPermit(requests, permit, load, loadGate);
+    for (const key of keys) this.#save(key);
+    if (decision.permit.id !== null) this.#saveGate(gateKey);
+    return decision;
+  }
+
   #holdsAll() {
     // The incarnation first: after a trap, memory is a new limiter that holds nothing yet.
     return this.#local.incarnation === this.#loadedAllInto;

@@ -5,6 +5,7 @@ import type {
   RateLimitGatePolicy,
   RateLimitGateStatus,
   RateLimitPermit,
+  RateLimitPermitRequest,
   RateLimitRelease,
   RateLimitLease,
   RateLimitLeaseDecision,
@@ -21,6 +22,7 @@ export type {
   RateLimitGatePolicy,
   RateLimitGateStatus,
   RateLimitPermit,
+  RateLimitPermitRequest,
   RateLimitRelease,
   RateLimitLease,
   RateLimitLeaseDecision,
@@ -54,8 +56,12 @@ export declare class RateLimiterServer extends DurableObject {
    * and returns the decision with the bucket's state and the exact retry time.
    */
   limit(key: string, cost?: number, policy?: RateLimiterOptions): RateLimitDecision;
-  /** `limit` over several keys, all or nothing: every bucket consumes, or none does. */
-  limitAll(requests: RateLimitRequest[]): RateLimitAllDecision;
+  /**
+   * `limit` over several keys, all or nothing: every enforced bucket consumes, or none does.
+   * With `permit` (a concurrency limit), the permit too: it is granted and they consume, or
+   * neither; the answer's `permit` says whether the gate had room (an id only when granted).
+   */
+  limitAll(requests: RateLimitRequest[], permit?: RateLimitPermitRequest): RateLimitAllDecision;
   /**
    * `limit` for a caller that spends tokens on its own (the middleware's `local` mode, or
    * `LocalLimits`): settles the caller's previous lease on `key` first (`lease.settle`), then

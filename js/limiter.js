@@ -72,6 +72,11 @@ export class LocalLimiter {
     return this.#guard(limitAllNow, requests, load);
   }
 
+  /** `limitAll` with a permit `{ key, cost?, policy }`; `load` and `loadGate` as the binding takes them. */
+  limitAllWithPermit(requests, permit, load = undefined, loadGate = undefined) {
+    return this.#guard(limitAllWithPermitNow, requests, permit, load, loadGate);
+  }
+
   /** `limit`, settling `lease.settle` first and granting up to `lease.want` for later. */
   limitLeased(key, cost, policy, lease) {
     return this.#guard(limitLeasedNow, key, cost, policy, lease);
@@ -238,6 +243,10 @@ function snapshotNow(limiter, key) {
 
 function restoreNow(limiter, key, bytes) {
   limiter.restore(Date.now(), key, bytes);
+}
+
+function limitAllWithPermitNow(limiter, requests, permit, load, loadGate) {
+  return limiter.limitAllWithPermit(Date.now(), requests, permit, load, loadGate);
 }
 
 function acquireNow(limiter, key, cost, policy) {

@@ -47,8 +47,9 @@ export function defineRateLimiterServers(Base, instance, { storageStandIn = fals
       return this.#limiter.limit(key, cost, policy);
     }
 
-    limitAll(requests) {
-      return this.#limiter.limitAll(requests);
+    limitAll(requests, permit = undefined) {
+      if (permit === undefined) return this.#limiter.limitAll(requests);
+      return this.#limiter.limitAllWithPermit(requests, permit);
     }
 
     limitLeased(key, cost = 1, policy = undefined, lease = undefined) {

@@ -1,18 +1,21 @@
 //! Concurrency limits: `acquire`, `release` and `gateStatus`, and the gate snapshots of the
 //! durable class (`gateSnapshot`, `restoreGate`).
 
-use js_sys::{ArrayBuffer, Object, Uint8Array};
+use js_sys::{ArrayBuffer, Function, Object, Reflect, Uint8Array};
 use wasm_bindgen::prelude::*;
 
-use super::key::encode_key;
-use super::read::{read_gate_policy, read_permit_cost, read_permit_id};
+use super::key::{decode_key, encode_key};
+use super::objects::all_decision_object;
+use super::read::{
+    read_gate_policy, read_permit_cost, read_permit_id, read_permit_request, read_requests,
+};
 use super::RateLimiter;
-use crate::engine::{gate_snapshot, Instant, Permit};
+use crate::engine::{gate_snapshot, Instant, Permit, PermitAsk, PermitDecision, Request};
 
 #[wasm_bindgen(inline_js = "
 export function permitObject(allowed, id, in_flight, limit, ttl_ms, retry_after_ms) {
   return {
-    allowed, id: allowed ? id : null, in_flight, limit, ttl_ms,
+    allowed, id: id < 0 ? null : id, in_flight, limit, ttl_ms,
     retry_after_ms: retry_after_ms < 0 ? null : retry_after_ms,
   };
 }
@@ -48,6 +51,17 @@ extern "C" {
     fn gate_snapshot_object(bytes: &[u8], ends_at_ms: f64) -> Object;
 }
 
+fn permit_of(d: &PermitDecision) -> Object {
+    permit_object(
+        d.allowed,
+        d.id.map_or(-1.0, |id| id as f64),
+        d.in_flight as f64,
+        d.limit as f64,
+        d.ttl_ms,
+        d.retry_after_ms.unwrap_or(-1.0),
+    )
+}
+
 #[wasm_bindgen]
 impl RateLimiter {
     /// A permit of `cost` (default 1) on `key`'s gate, if its live permits leave room under
@@ -66,15 +80,60 @@ impl RateLimiter {
         let d = self
             .engine
             .acquire(&self.key, cost, policy, Instant::from_millis(now_ms));
-        Ok(permit_object(
-            d.allowed,
-            d.id.map_or(-1.0, |id| id as f64),
-            d.in_flight as f64,
-            d.limit as f64,
-            d.ttl_ms,
-            d.retry_after_ms.unwrap_or(-1.0),
-        )
-        .into())
+        Ok(permit_of(&d).into())
+    }
+
+    /// `limitAll` with a permit (`{ key, cost?, policy }`), all or nothing with the enforced
+    /// requests: the answer is `limitAll`'s with `permit` (its `allowed`, when the call is
+    /// denied, says whether the gate had room; an id only when granted). `load` is
+    /// `limitAll`'s; `loadGate(key)` is called once with the permit's key and may return its
+    /// gate snapshot, which replaces what memory holds.
+    #[wasm_bindgen(js_name = limitAllWithPermit, unchecked_return_type = "RateLimitAllDecision")]
+    pub fn limit_all_with_permit(
+        &mut self,
+        now_ms: f64,
+        #[wasm_bindgen(unchecked_param_type = "RateLimitRequest[]")] requests: &JsValue,
+        #[wasm_bindgen(unchecked_param_type = "RateLimitPermitRequest")] permit: &JsValue,
+        #[wasm_bindgen(
+            unchecked_optional_param_type = "(key: string, held: boolean) => ArrayBuffer | undefined"
+        )]
+        load: &JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "(key: string) => ArrayBuffer | undefined")]
+        load_gate: &JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let requests = read_requests(requests)?;
+        let ask = read_permit_request(permit, "permit")?;
+        let now = Instant::from_millis(now_ms);
+        self.load_each(load, requests.iter().map(|r| r.key.as_slice()), now)?;
+        if let Some(load_gate) = load_gate.dyn_ref::<Function>() {
+            let bytes = load_gate.call1(&JsValue::UNDEFINED, &decode_key(&ask.key))?;
+            let bytes = bytes
+                .dyn_ref::<ArrayBuffer>()
+                .map_or_else(|| gate_snapshot(&[]), |b| Uint8Array::new(b).to_vec());
+            self.engine.restore_gate(&ask.key, &bytes, now)?;
+        }
+        let borrowed: Vec<Request<'_>> = requests
+            .iter()
+            .map(|r| Request {
+                key: &r.key,
+                cost: r.cost,
+                policy: r.policy,
+                shadow: r.shadow,
+            })
+            .collect();
+        let asked = PermitAsk {
+            key: &ask.key,
+            cost: ask.cost,
+            policy: ask.policy,
+        };
+        let (decision, permit) = self
+            .engine
+            .limit_all_with_permit(&borrowed, Some(asked), now)?;
+        let object = all_decision_object(&decision);
+        if let Some(permit) = permit {
+            Reflect::set(&object, &JsValue::from_str("permit"), &permit_of(&permit))?;
+        }
+        Ok(object.into())
     }
 
     /// Ends the live permit `id` of `key`: `{ released, in_flight }`, `released` false (and

@@ -31,8 +31,9 @@ use test_hooks::trap_if_asked;
 use tsify::Ts;
 pub use types::{
     RateLimitAllDecision, RateLimitDecision, RateLimitGatePolicy, RateLimitGateStatus,
-    RateLimitLease, RateLimitLeaseRequest, RateLimitPermit, RateLimitRelease, RateLimitRequest,
-    RateLimitSettlement, RateLimitShare, RateLimitShareTerm, RateLimiterOptions, RateLimiterStatus,
+    RateLimitLease, RateLimitLeaseRequest, RateLimitPermit, RateLimitPermitRequest,
+    RateLimitRelease, RateLimitRequest, RateLimitSettlement, RateLimitShare, RateLimitShareTerm,
+    RateLimiterOptions, RateLimiterStatus,
 };
 
 /// What the fast paths (`checkText`, `consumeText`) answer.

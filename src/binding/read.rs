@@ -340,3 +340,29 @@ pub(crate) fn read_gate_policy(policy: &JsValue, name: &str) -> Result<GatePolic
         .transpose()?;
     GatePolicy::new(max_in_flight, ttl_seconds).map_err(|e| e.within(name))
 }
+
+/// The permit of a `limitAllWithPermit` call, read and validated.
+pub(crate) struct PermitRequest {
+    pub key: Vec<u8>,
+    pub cost: u64,
+    pub policy: GatePolicy,
+}
+
+/// `{ key, cost?, policy }` named `name`.
+pub(crate) fn read_permit_request(value: &JsValue, name: &str) -> Result<PermitRequest, Error> {
+    const FIELDS: [&str; 3] = ["key", "cost", "policy"];
+    let object = read_object(value, name, &FIELDS, "key, cost and policy")?;
+    let field = |field: &str| -> Result<(JsValue, String), Error> {
+        let path = join(&[name, ".", field]);
+        let value = read_field(object, field, &path)?.unwrap_or(JsValue::UNDEFINED);
+        Ok((value, path))
+    };
+    let mut key = Vec::new();
+    let (value, key_path) = field(FIELDS[0])?;
+    encode_key(&value, &key_path, &mut key)?;
+    let (value, cost_path) = field(FIELDS[1])?;
+    let cost = read_permit_cost(&value, &cost_path)?;
+    let (value, policy_path) = field(FIELDS[2])?;
+    let policy = read_gate_policy(&value, &policy_path)?;
+    Ok(PermitRequest { key, cost, policy })
+}

@@ -81,6 +81,10 @@ pub struct RateLimitAllDecision {
     /// One decision per request, in order. When denied, `allowed` tells whether that limit
     /// had room, and nothing was consumed.
     pub results: Vec<RateLimitDecision>,
+    /// Only when the call asked for a permit: granted (with its id) when the call is
+    /// allowed; when denied, `allowed` tells whether the gate had room.
+    #[tsify(optional, type = "RateLimitPermit | undefined")]
+    pub permit: Option<RateLimitPermit>,
 }
 
 /// What `limitLeased` asks besides the call's own cost.
@@ -216,4 +220,15 @@ pub struct RateLimitGateStatus {
     pub in_flight: f64,
     /// How many there are.
     pub permits: f64,
+}
+
+/// The permit of a `limitAll` call with a concurrency limit.
+#[derive(Tsify)]
+pub struct RateLimitPermitRequest {
+    /// The gate's key (apart from the buckets' keys).
+    pub key: String,
+    /// A whole number from 1 to 2^53 - 1. Default: 1.
+    #[tsify(optional, type = "number | undefined")]
+    pub cost: Option<f64>,
+    pub policy: RateLimitGatePolicy,
 }

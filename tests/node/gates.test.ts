@@ -86,6 +86,38 @@ describe('acquire and release', () => {
   });
 });
 
+describe('limitAll with a permit', () => {
+  const RATE = { max_tokens: 2, refill_every_seconds: 60 };
+  for (const Server of [RateLimiterServer, DurableRateLimiterServer]) {
+    it(`${Server.name}: the permit and the buckets are all or nothing in one call`, () => {
+      const server = new Server({} as Ctx, {});
+      const call = () => server.limitAll([{ key: 'api', policy: RATE }], { key: 'gen', policy: { max_in_flight: 1 } });
+      const first = call();
+      expect(first.allowed).toBe(true);
+      expect(first.permit).toMatchObject({ allowed: true, in_flight: 1, limit: 1, ttl_ms: 60_000 });
+      // The gate is full: the bucket, which had room, gives nothing.
+      const second = call();
+      expect([second.allowed, second.results[0].allowed, second.permit!.allowed, second.permit!.id]).toEqual([false, true, false, null]);
+      expect(second.retry_after_ms).toBe(60_000);
+      expect(server.getStatus('api').remaining).toBe(1);
+      expect(server.release('gen', first.permit!.id!).released).toBe(true);
+      const third = call();
+      expect(third.allowed).toBe(true);
+      server.release('gen', third.permit!.id!);
+      // The bucket is empty: the gate had room, and grants nothing.
+      const fourth = call();
+      expect([fourth.allowed, fourth.results[0].allowed, fourth.permit!.allowed, fourth.permit!.id]).toEqual([false, false, true, null]);
+      expect(server.gateStatus('gen')).toEqual({ in_flight: 0, permits: 0 });
+      expect(thrown(() => server.limitAll([{ key: 'api' }], { key: 'gen', policy: { max_in_flight: 0 } })).message).toBe(
+        'permit.policy.max_in_flight must be a whole number from 1 to 9007199254740991, got 0',
+      );
+      expect(thrown(() => server.limitAll([{ key: 'api' }], { key: 'gen', policy: { max_in_flight: 1 }, colour: 1 } as never)).message).toBe(
+        'permit has no field "colour" (the fields are key, cost and policy)',
+      );
+    });
+  }
+});
+
 describe('DurableRateLimiterServer gates', () => {
   it('a new server on the same ctx holds the same live permits, releasable by their ids', () => {
     const ctx = {} as Ctx;

@@ -41,6 +41,19 @@ describe('acquire and release over RPC', () => {
     expect(await stub.gateStatus('gen')).toEqual({ in_flight: 5, permits: 5 });
   });
 
+  it('limitAll with a permit: one call, all or nothing; over RPC and after the object forgets', async () => {
+    const stub = limiter('gates-limitall');
+    const RATE = { max_tokens: 5, refill_every_seconds: 60 };
+    const call = () => stub.limitAll([{ key: 'api', policy: RATE }], { key: 'gen', policy: { max_in_flight: 2 } });
+    const [a, b, c] = [await call(), await call(), await call()];
+    expect([a.allowed, b.allowed, c.allowed]).toEqual([true, true, false]);
+    expect(c.permit).toEqual({ allowed: false, id: null, in_flight: 2, limit: 2, ttl_ms: 0, retry_after_ms: 60_000 });
+    expect(c.results[0]).toMatchObject({ allowed: true, remaining: 3 });
+    expect(await stub.release('gen', a.permit!.id!)).toEqual({ released: true, in_flight: 1 });
+    expect((await call()).allowed).toBe(true);
+    expect((await stub.getStatus('api')).remaining).toBe(2);
+  });
+
   it('hostile input gets the exact TypeError or RangeError and changes nothing', async () => {
     const stub = limiter('gates-hostile');
     const held = await stub.acquire('gen', 1, GATE);
