@@ -23,10 +23,12 @@ export function rateLimitHeaders(decision, options = {}) {
     throw new TypeError(`options must be an object, got ${options}`);
   }
   const { standardHeaders = true, legacyHeaders = true } = options;
-  for (const [field, value] of [['standardHeaders', standardHeaders], ['legacyHeaders', legacyHeaders]]) {
-    if (typeof value !== 'boolean') throw new TypeError(`options.${field} must be a boolean, got ${value}`);
+  if (typeof standardHeaders !== 'boolean') {
+    throw new TypeError(`options.standardHeaders must be a boolean, got ${standardHeaders}`);
   }
-  const limits = Array.isArray(decision.results) ? decision.results : [decision];
+  if (typeof legacyHeaders !== 'boolean') throw new TypeError(`options.legacyHeaders must be a boolean, got ${legacyHeaders}`);
+  if (!Array.isArray(decision.results)) return oneLimit(decision, options, standardHeaders, legacyHeaders);
+  const limits = decision.results;
   limits.forEach(checkDecision);
   const names = policyNames(options.name, limits.length);
   if (limits.length === 0) return {}; // limitAll([]): no limit, nothing to report
@@ -55,12 +57,43 @@ export function rateLimitHeaders(decision, options = {}) {
   return headers;
 }
 
-function checkDecision(d, i) {
-  for (const field of ['remaining', 'limit', 'reset_in_ms']) {
-    if (typeof d?.[field] !== 'number' || !(d[field] >= 0)) {
-      throw new TypeError(`decision ${i === 0 ? '' : `result ${i} `}has no valid ${field}`);
-    }
+/**
+ * The headers of a decision on one limit (`limit()`): what the general case makes of it, with
+ * no arrays and no callbacks (the middleware makes these for every request it admits).
+ */
+function oneLimit(d, options, standardHeaders, legacyHeaders) {
+  checkDecision(d, 0);
+  const { name = 'default' } = options;
+  const quotedName = Array.isArray(name) ? policyNames(name, 1)[0] : quoted(name);
+  const headers = {};
+  if (standardHeaders) {
+    const window = typeof d.window_ms === 'number' ? `;w=${seconds(d.window_ms)}` : '';
+    headers['RateLimit-Policy'] = `${quotedName};q=${integer(d.limit)}${window}`;
+    headers['RateLimit'] = `${quotedName};r=${integer(Math.floor(d.remaining))};t=${seconds(d.reset_in_ms)}`;
   }
+  // (The binding limit of one limit is that limit.)
+  if (legacyHeaders) {
+    headers['X-RateLimit-Limit'] = String(integer(d.limit));
+    headers['X-RateLimit-Remaining'] = String(integer(Math.floor(d.remaining)));
+    headers['X-RateLimit-Reset'] = String(seconds(d.reset_in_ms));
+  }
+  if (d.allowed === false && typeof d.retry_after_ms === 'number') {
+    headers['Retry-After'] = String(Math.max(1, seconds(d.retry_after_ms)));
+  }
+  return headers;
+}
+
+function checkDecision(d, i) {
+  // (Field by field, in this order: no array and no keyed loads per call.)
+  if (!validCount(d?.remaining)) invalid(i, 'remaining');
+  if (!validCount(d.limit)) invalid(i, 'limit');
+  if (!validCount(d.reset_in_ms)) invalid(i, 'reset_in_ms');
+}
+
+const validCount = (x) => typeof x === 'number' && x >= 0;
+
+function invalid(i, field) {
+  throw new TypeError(`decision ${i === 0 ? '' : `result ${i} `}has no valid ${field}`);
 }
 
 /** The denied limit with the longest wait (`null` = forever), else the fullest-used one. */
@@ -84,12 +117,22 @@ function policyNames(name = 'default', count) {
   if (names.length !== count) {
     throw new TypeError(`options.name has ${names.length} names for ${count} limits`);
   }
-  return names.map((n) => {
-    if (typeof n !== 'string' || !/^[\x20-\x7e]*$/.test(n)) {
-      throw new TypeError(`options.name must be printable ASCII text, got ${JSON.stringify(n)}`);
-    }
-    return `"${n.replace(/[\\"]/g, '\\$&')}"`;
-  });
+  return names.map((n) => quoted(n));
+}
+
+// The last name quoted and its quoted form (a middleware names the same policy every time).
+let lastName = '';
+let lastQuoted = '""';
+
+/** `n` as a quoted Structured Field string. */
+function quoted(n) {
+  if (n === lastName) return lastQuoted;
+  if (typeof n !== 'string' || !/^[\x20-\x7e]*$/.test(n)) {
+    throw new TypeError(`options.name must be printable ASCII text, got ${JSON.stringify(n)}`);
+  }
+  lastQuoted = `"${n.replace(/[\\"]/g, '\\$&')}"`;
+  lastName = n;
+  return lastQuoted;
 }
 
 function seconds(ms) {

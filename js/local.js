@@ -57,6 +57,12 @@ class Entry {
   leasing = false;
 }
 
+/**
+ * `limits.limit(owner, scope, stub, key, cost, policy)` when it would decide in this isolate at
+ * once (a live lease or a held denial), without a promise; else null, and nothing changed.
+ */
+export let localDecision;
+
 export class LocalLimits {
   #owners = new WeakMap(); // a namespace → its number in entry names
   #nextOwner = 0;
@@ -140,6 +146,27 @@ export class LocalLimits {
     }
     this.calls += 1;
     await stubOf(stub).refund(key, cost);
+  }
+
+  /**
+   * The decision of `limit()` when this isolate's live lease or held denial makes it without a
+   * call and without waiting; else null (nothing changed: `limit()` decides). Plain leases
+   * only (with shares, every request counts towards the demand). For the middleware, which
+   * knows the decision is local: not marked for decidedHere.
+   */
+  #decideNow(owner, scope, key, cost, policy) {
+    if (this.#shares || typeof key !== 'string' || typeof cost !== 'number' || !(cost >= 0 && cost < Infinity)) return null;
+    const number = this.#owners.get(owner);
+    if (number === undefined || !plain(policy)) return null;
+    const entry = this.#entries.get(entryName(number, scope, key, policy));
+    if (entry === undefined) return null;
+    const local = this.#localAnswer(entry, cost);
+    if (local !== null) this.localAnswers += 1;
+    return local;
+  }
+
+  static {
+    localDecision = (limits, owner, scope, key, cost, policy) => limits.#decideNow(owner, scope, key, cost, policy);
   }
 
   /** `decision`, made in this isolate without a call: counted, and marked (decidedHere). */
@@ -530,7 +557,10 @@ const stubOf = (stub) => (typeof stub === 'function' ? stub() : stub);
 function plain(policy) {
   if (policy === undefined) return true;
   if (typeof policy !== 'object' || policy === null || Array.isArray(policy)) return false;
-  return Object.keys(policy).every((name) => name === 'max_tokens' || name === 'refill_every_seconds');
+  for (const name of Object.keys(policy)) {
+    if (name !== 'max_tokens' && name !== 'refill_every_seconds') return false;
+  }
+  return true;
 }
 
 /** A policy as part of an entry's name: its two numbers, or nothing. */

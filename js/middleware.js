@@ -2,7 +2,7 @@
 // call, answer 429 (problem+json) or add the headers to the handler's response.
 // Framework-free: the Hono flavour only touches c.req.raw, c.env, c.res and c.header.
 import { rateLimitHeaders } from './headers.js';
-import { decidedHere, LocalLimits } from './local.js';
+import { decidedHere, LocalLimits, localDecision } from './local.js';
 
 export { analyticsEngineEvents } from './analytics.js';
 
@@ -184,6 +184,7 @@ function compile(options) {
   // Every policy on trial is shadow mode; some of them, a trial beside enforced ones.
   const wholeShadow = shadow || policies.every((p) => p.trial);
   const trial = wholeShadow ? names : policies.filter((p) => p.trial).map((p) => p.name);
+  const shownNames = wholeShadow ? names : names.filter((_, i) => !policies[i].trial);
   const result = {
     binding,
     policies,
@@ -200,7 +201,9 @@ function compile(options) {
     failOpen,
     onError: onError ?? logFailure,
     local: localLimits(local),
-    headers: { standardHeaders, legacyHeaders },
+    // rateLimitHeaders' options, made once; they name what the headers show (not a trial).
+    headers: { name: Array.isArray(policy) ? shownNames : names[0], standardHeaders, legacyHeaders },
+    shownNames,
     // Which outcomes are given back after the handler.
     skipSuccessfulRequests,
     skipFailedRequests,
@@ -268,27 +271,77 @@ function namespace(binding, env) {
  * limiter failed and failOpen is off), else null; `headers` go on the handler's response.
  */
 export async function checkRateLimit(request, env, options, context) {
-  const o = compile(options);
-  if (o.skip !== undefined) {
-    const skipped = await o.skip(request, env, context);
-    if (typeof skipped !== 'boolean') {
-      throw new TypeError(`options.skip must return a boolean, got ${describe(skipped)}`);
-    }
-    if (skipped) return { response: null, headers: {}, decision: null, error: undefined, skipped: true, refund: nothingToRefund };
+  return check(compile(options), request, env, context, true);
+}
+
+// The steps below are plain functions that return a result, or a promise of it only when
+// something must be awaited (a skip, a key or cost that is a promise, a call): a request that
+// this isolate's lease decides makes no promise and no closure. (Bundlers that keep function
+// names, as wrangler's does, pay a property definition for every closure made.)
+
+/**
+ * checkRateLimit on compiled options `o`. `withRefund`: the result's `refund` works (else,
+ * for rateLimit and honoRateLimit without the skip options, nothing is ever refunded, and
+ * the function is not made).
+ */
+function check(o, request, env, context, withRefund) {
+  if (o.skip !== undefined) return checkUnlessSkipped(o, request, env, context, withRefund);
+  return checkKey(o, request, env, context, withRefund);
+}
+
+async function checkUnlessSkipped(o, request, env, context, withRefund) {
+  const skipped = await o.skip(request, env, context);
+  if (typeof skipped !== 'boolean') {
+    throw new TypeError(`options.skip must return a boolean, got ${describe(skipped)}`);
   }
-  const key = await o.key(request, env, context);
+  if (skipped) return { response: null, headers: {}, decision: null, error: undefined, skipped: true, refund: nothingToRefund };
+  return checkKey(o, request, env, context, withRefund);
+}
+
+function checkKey(o, request, env, context, withRefund) {
+  const key = o.key(request, env, context);
+  if (typeof key !== 'string') return awaitKey(o, request, env, context, withRefund, key);
+  return checkCost(o, request, env, context, withRefund, key);
+}
+
+async function awaitKey(o, request, env, context, withRefund, pending) {
+  const key = await pending;
   if (typeof key !== 'string') {
     throw new TypeError(`options.key must return a string, got ${describe(key)}`);
   }
-  const cost = typeof o.cost === 'function' ? await o.cost(request, env, context) : o.cost;
-  const ns = namespace(o.binding, env);
+  return checkCost(o, request, env, context, withRefund, key);
+}
 
+function checkCost(o, request, env, context, withRefund, key) {
+  let cost = o.cost;
+  if (typeof cost === 'function') {
+    cost = cost(request, env, context);
+    if (typeof cost !== 'number') return awaitCost(o, request, env, context, withRefund, key, cost);
+  }
+  return decide(o, request, env, context, withRefund, key, cost);
+}
+
+async function awaitCost(o, request, env, context, withRefund, key, pending) {
+  return decide(o, request, env, context, withRefund, key, await pending);
+}
+
+function decide(o, request, env, context, withRefund, key, cost) {
+  const ns = namespace(o.binding, env);
+  // A request this isolate's lease (or held denial) decides: no call, no promise, no stub.
+  if (o.single && o.local !== null) {
+    const first = o.policies[0];
+    const here = localDecision(o.local, ns, key, first.name, cost, first.limits);
+    if (here !== null) return decided(o, here, true, request, env, context, ns, key, cost, withRefund);
+  }
+  return decideByCall(o, request, env, context, withRefund, ns, key, cost);
+}
+
+async function decideByCall(o, request, env, context, withRefund, ns, key, cost) {
   let decision;
   try {
     const stub = () => ns.get(ns.idFromName(key));
-    const [first] = o.policies;
-    // Several policies are one all-or-nothing limitAll call: never decided locally. Locally
-    // decided requests never make the stub.
+    const first = o.policies[0];
+    // Several policies are one all-or-nothing limitAll call: never decided locally.
     decision = !o.single
       ? await stub().limitAll(o.policies.map((p, i) => limitRequest(o, p, i, cost)))
       : o.local !== null
@@ -302,37 +355,49 @@ export async function checkRateLimit(request, env, options, context) {
     if (o.onDecision !== undefined) report(o, failedEvent(o, key, cost, passes, error), request, env, context);
     return { response: passes ? null : unavailable(), headers: {}, decision: null, error, skipped: false, refund: nothingToRefund };
   }
+  return decided(o, decision, false, request, env, context, ns, key, cost, withRefund);
+}
 
+/** The result of `decision` (`here`: made in this isolate, without a call). */
+function decided(o, decision, here, request, env, context, ns, key, cost, withRefund) {
   // (Events are made only for a hook: most middlewares have none, and this is every request.)
-  if (o.onDecision !== undefined) report(o, decisionEvent(o, decision, key, cost), request, env, context);
+  if (o.onDecision !== undefined) report(o, decisionEvent(o, decision, here, key, cost), request, env, context);
   // A shadow limit decides and counts as if enforced, but sends no headers and blocks nothing;
   // a policy on trial beside enforced ones is left out of the headers and the 429.
-  const [shown, names] = o.partialTrial ? enforcedPart(o, decision) : [decision, o.names];
-  const headers = o.shadow ? {} : rateLimitHeaders(shown, { name: o.single ? names[0] : names, ...o.headers });
-  const went = { headers, decision, error: undefined, skipped: false };
+  const shown = o.partialTrial ? enforcedPart(o, decision) : decision;
+  const headers = o.shadow ? {} : rateLimitHeaders(shown, o.headers);
   if (!decision.allowed) {
-    if (o.shadow) return { response: null, ...went, refund: nothingToRefund };
-    const response =
-      o.denied !== undefined
-        ? addHeaders(await o.denied(request, decision, env, context), headers, 'options.denied must return')
-        : problem(429, quotaExceeded(shown, names, headers), headers);
-    return { response, ...went, refund: nothingToRefund };
+    if (o.denied !== undefined && !o.shadow) return deniedBy(o, decision, headers, request, env, context);
+    const response = o.shadow ? null : problem(429, quotaExceeded(shown, o.shownNames, headers), headers);
+    return { response, headers, decision, error: undefined, skipped: false, refund: nothingToRefund };
   }
-  // Gives the cost back to every policy that took it, once: one refund call per policy, or
-  // none when this isolate's lease on the bucket can take it back (local).
+  const refund = withRefund || settles(o) ? refunder(o, decision, ns, key, cost) : nothingToRefund;
+  return { response: null, headers, decision, error: undefined, skipped: false, refund };
+}
+
+/** The result of a denial that options.denied answers. */
+async function deniedBy(o, decision, headers, request, env, context) {
+  const response = addHeaders(await o.denied(request, decision, env, context), headers, 'options.denied must return');
+  return { response, headers, decision, error: undefined, skipped: false, refund: nothingToRefund };
+}
+
+/**
+ * Gives the cost back to every policy that took it, once: one refund call per policy, or none
+ * when this isolate's lease or share on the bucket can take it back (local).
+ */
+function refunder(o, decision, ns, key, cost) {
   let refunded = false;
-  const refund = async () => {
+  return async () => {
     if (refunded || cost === 0) return;
     refunded = true;
     const stub = () => ns.get(ns.idFromName(key));
-    const [first] = o.policies;
+    const first = o.policies[0];
     if (o.local !== null && o.single) return o.local.refund(ns, key, stub, first.name, cost, first.limits);
     const s = stub();
     // (A policy on trial that had no room took nothing.)
     const took = o.single ? o.policies : o.policies.filter((_, i) => decision.results[i].allowed);
     await Promise.all(took.map((p) => s.refund(p.name, cost)));
   };
-  return { response: null, ...went, refund };
 }
 
 /** One member of the limitAll call of several policies; a trial's is marked `shadow`. */
@@ -342,10 +407,9 @@ function limitRequest(o, p, i, cost) {
   return request;
 }
 
-/** A limitAll decision and the names of its enforced members, for headers and the 429. */
+/** A limitAll decision with the results of its enforced members only, for headers and the 429. */
 function enforcedPart(o, decision) {
-  const results = decision.results.filter((_, i) => o.enforced[i]);
-  return [{ ...decision, results }, o.names.filter((_, i) => o.enforced[i])];
+  return { ...decision, results: decision.results.filter((_, i) => o.enforced[i]) };
 }
 
 /** The event of a decision that failed (section 9.12 of docs/SPEC.md). */
@@ -355,13 +419,13 @@ function failedEvent(o, key, cost, passed, error) {
 }
 
 /** The event of `decision` (section 9.12 of docs/SPEC.md); its arrays are the hook's own. */
-function decisionEvent(o, decision, key, cost) {
+function decisionEvent(o, decision, here, key, cost) {
   const results = o.single ? [decision] : decision.results;
   return {
     outcome: decision.allowed ? 'allowed' : 'denied',
     shadow: o.shadow,
     passed: decision.allowed || o.shadow,
-    local: o.local !== null && o.single && decidedHere(decision),
+    local: here || (o.local !== null && o.single && decidedHere(decision)),
     key,
     policies: [...o.names],
     shadowPolicies: [...o.trial],
@@ -386,6 +450,9 @@ function report(o, event, request, env, context) {
     logged(error);
   }
 }
+
+/** Whether some outcome is given back after the handler (settleOutcome has work to do). */
+const settles = (o) => o.skipSuccessfulRequests || o.skipFailedRequests;
 
 /** A denied, skipped or failed request took nothing. */
 async function nothingToRefund() {}
@@ -495,16 +562,17 @@ export function rateLimit(options) {
       throw new TypeError(`rateLimit(options) wraps a fetch handler function, got ${describe(handler)}`);
     }
     return async function rateLimited(request, env, ctx) {
-      const result = await checkRateLimit(request, env, options, ctx);
+      let result = check(o, request, env, ctx, false);
+      if (result instanceof Promise) result = await result;
       if (result.response !== null) return result.response;
       let response;
       try {
         response = addHeaders(await handler.call(this, request, env, ctx), result.headers, 'the handler must return');
       } catch (error) {
-        await settleOutcome(o, result, request, env, ctx, undefined, true);
+        if (settles(o)) await settleOutcome(o, result, request, env, ctx, undefined, true);
         throw error;
       }
-      await settleOutcome(o, result, request, env, ctx, response, false);
+      if (settles(o)) await settleOutcome(o, result, request, env, ctx, response, false);
       return response;
     };
   };
@@ -517,11 +585,12 @@ export function rateLimit(options) {
 export function honoRateLimit(options) {
   const o = compile(options);
   return async function rateLimitMiddleware(c, next) {
-    const result = await checkRateLimit(c.req.raw, c.env, options, c);
+    let result = check(o, c.req.raw, c.env, c, false);
+    if (result instanceof Promise) result = await result;
     if (result.response !== null) return result.response;
     await next();
     // A route that threw has become app.onError's response (c.error is set).
-    await settleOutcome(o, result, c.req.raw, c.env, c, c.res, c.error !== undefined);
+    if (settles(o)) await settleOutcome(o, result, c.req.raw, c.env, c, c.res, c.error !== undefined);
     // c.header copies the response first when it is final or immutable.
     for (const [name, value] of Object.entries(result.headers)) {
       if (name === 'RateLimit' || name === 'RateLimit-Policy') c.header(name, value, { append: true });

@@ -459,7 +459,10 @@ describe('edge values that are not errors', () => {
     expect(await statuses(stub)).toEqual(BEFORE);
     expect(await s.consume('k', 1, -1, null, [], {})).toBe(true);
     expect(await s.limit('p', 1, undefined, { max_tokens: 0 })).toMatchObject({ allowed: true, remaining: 2, limit: 5 });
-    expect(await s.limitAll([{ key: 'fresh' }], [{ key: 'fresh', cost: NaN }])).toMatchObject({ allowed: true });
+    // (limitAll's second argument is its permit: an undefined one is none.)
+    expect(await s.limitAll([{ key: 'fresh' }], undefined, [{ key: 'fresh', cost: NaN }])).toMatchObject({ allowed: true });
+    const bad = await rejection(s.limitAll([{ key: 'fresh' }], [{ key: 'fresh', cost: NaN }]));
+    expect([bad?.name, bad?.message]).toEqual(['TypeError', 'permit must be an object, got an array']);
     expect(await statuses(stub)).toEqual([
       { remaining: 5, limit: 10, reset_in_ms: 8_766 },
       { remaining: 2, limit: 5, reset_in_ms: 58_766 },
