@@ -62,6 +62,15 @@ fn permit_of(d: &PermitDecision) -> Object {
     )
 }
 
+impl RateLimiter {
+    fn live_permits(&mut self, now_ms: f64, key: &JsValue) -> Result<Vec<Permit>, JsValue> {
+        encode_key(key, "key", &mut self.key)?;
+        Ok(self
+            .engine
+            .permits_of(&self.key, Instant::from_millis(now_ms)))
+    }
+}
+
 #[wasm_bindgen]
 impl RateLimiter {
     /// A permit of `cost` (default 1) on `key`'s gate, if its live permits leave room under
@@ -112,15 +121,7 @@ impl RateLimiter {
                 .map_or_else(|| gate_snapshot(&[]), |b| Uint8Array::new(b).to_vec());
             self.engine.restore_gate(&ask.key, &bytes, now)?;
         }
-        let borrowed: Vec<Request<'_>> = requests
-            .iter()
-            .map(|r| Request {
-                key: &r.key,
-                cost: r.cost,
-                policy: r.policy,
-                shadow: r.shadow,
-            })
-            .collect();
+        let borrowed: Vec<Request<'_>> = requests.iter().map(|r| r.borrowed()).collect();
         let asked = PermitAsk {
             key: &ask.key,
             cost: ask.cost,
@@ -160,10 +161,7 @@ impl RateLimiter {
         now_ms: f64,
         #[wasm_bindgen(unchecked_param_type = "string")] key: &JsValue,
     ) -> Result<JsValue, JsValue> {
-        encode_key(key, "key", &mut self.key)?;
-        let live = self
-            .engine
-            .permits_of(&self.key, Instant::from_millis(now_ms));
+        let live = self.live_permits(now_ms, key)?;
         let in_flight = live.iter().fold(0u64, |sum, p| sum.saturating_add(p.cost));
         Ok(gate_status_object(in_flight as f64, live.len() as f64).into())
     }
@@ -182,10 +180,7 @@ impl RateLimiter {
         now_ms: f64,
         #[wasm_bindgen(unchecked_param_type = "string")] key: &JsValue,
     ) -> Result<JsValue, JsValue> {
-        encode_key(key, "key", &mut self.key)?;
-        let live = self
-            .engine
-            .permits_of(&self.key, Instant::from_millis(now_ms));
+        let live = self.live_permits(now_ms, key)?;
         let Some(last) = live.iter().map(|p: &Permit| p.expires_at).max() else {
             return Ok(JsValue::UNDEFINED);
         };

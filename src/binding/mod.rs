@@ -225,15 +225,7 @@ impl RateLimiter {
         let requests = read_requests(requests)?;
         let now = Instant::from_millis(now_ms);
         self.load_each(load, requests.iter().map(|r| r.key.as_slice()), now)?;
-        let borrowed: Vec<Request<'_>> = requests
-            .iter()
-            .map(|r| Request {
-                key: &r.key,
-                cost: r.cost,
-                policy: r.policy,
-                shadow: r.shadow,
-            })
-            .collect();
+        let borrowed: Vec<Request<'_>> = requests.iter().map(|r| r.borrowed()).collect();
         let decision = self.engine.limit_all(&borrowed, now)?;
         Ok(Ts::new_unchecked(all_decision_object(&decision).into()))
     }

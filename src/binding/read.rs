@@ -10,7 +10,7 @@ use super::errors::JsSpelling;
 use super::key::encode_key;
 use crate::engine::{
     decimal, join, permit_cost, permit_id, Cost, Error, GatePolicy, LeaseAsk, OptionsPatch,
-    Settlement, Spelling,
+    Request, Settlement, Spelling,
 };
 
 #[wasm_bindgen]
@@ -28,6 +28,18 @@ pub(crate) struct OwnedRequest {
     pub cost: Cost,
     pub policy: Option<OptionsPatch>,
     pub shadow: bool,
+}
+
+impl OwnedRequest {
+    /// The engine's request, borrowing the key.
+    pub(crate) fn borrowed(&self) -> Request<'_> {
+        Request {
+            key: &self.key,
+            cost: self.cost,
+            policy: self.policy,
+            shadow: self.shadow,
+        }
+    }
 }
 
 /// `undefined` means the default cost, 1.
