@@ -6,6 +6,8 @@ import type {
   RateLimitLeaseDecision,
   RateLimitLeaseRequest,
   RateLimiterOptions,
+  RateLimitPermitRequest,
+  RateLimitRelease,
   RateLimitRequest,
 } from './index.js';
 
@@ -31,7 +33,9 @@ export interface RateLimiterNamespace<Id = any> {
 /** What the middleware calls on a `RateLimiterServer` stub. */
 export interface RateLimiterStub {
   limit(key: string, cost?: number, policy?: RateLimiterOptions): Promise<RateLimitDecision>;
-  limitAll(requests: RateLimitRequest[]): Promise<RateLimitAllDecision>;
+  limitAll(requests: RateLimitRequest[], permit?: RateLimitPermitRequest): Promise<RateLimitAllDecision>;
+  /** Needed by `concurrency` only. */
+  release?(key: string, id: number): Promise<RateLimitRelease> | RateLimitRelease;
   /** Needed by `skipSuccessfulRequests` / `skipFailedRequests` and `RateLimitCheck.refund` only. */
   refund?(key: string, tokens: number): Promise<void> | void;
   /** Needed by `local` mode only. */
@@ -118,8 +122,11 @@ export type RefundStub = Required<Pick<RateLimiterStub, 'refund'>>;
 export interface RateLimitMiddlewareOptions<E = any, C = unknown> {
   /** The binding's name in env (`'LIMITER'`), the namespace itself, or a function of env. */
   binding: string | RateLimiterNamespace | ((env: E) => RateLimiterNamespace);
-  /** One limit, or several applied all or nothing (one `limitAll` call). */
-  policy: RateLimitPolicy | readonly RateLimitPolicy[];
+  /**
+   * One limit, or several applied all or nothing (one `limitAll` call). Required unless
+   * `concurrency` is given.
+   */
+  policy?: RateLimitPolicy | readonly RateLimitPolicy[];
   /**
    * The client: one Durable Object per key (`idFromName(key)`). Default `clientKey(request)`:
    * CF-Connecting-IP, IPv6 cut to its /64, `"unknown"` (one shared bucket) without it.
@@ -185,6 +192,13 @@ export interface RateLimitMiddlewareOptions<E = any, C = unknown> {
    * changes the answer.
    */
   onDecision?(event: RateLimitEvent, request: Request, env: E, context: C): void | Promise<void>;
+  /**
+   * A concurrency limit: each request holds a permit of the gate `name` (default
+   * `"concurrency"`, in the same Durable Object as the policies) from before the handler
+   * until its response has been sent (its body read to the end or cancelled) or the handler
+   * threw. Decided with the policies in one call, all or nothing. Not with `local`.
+   */
+  concurrency?: RateLimitConcurrency;
 }
 
 /** What `analyticsEngineEvents` needs of an Analytics Engine dataset binding. */
@@ -251,6 +265,21 @@ export interface RateLimitCheck {
    * once: for a request that should not count. Does nothing for any other outcome.
    */
   refund(): Promise<void>;
+  /**
+   * Ends the request's permit (`concurrency`), at most once; does nothing when it holds none.
+   * `rateLimit` and `honoRateLimit` call it when the response is finished.
+   */
+  release(): Promise<unknown>;
+}
+
+/** The middleware's concurrency limit. */
+export interface RateLimitConcurrency {
+  /** The gate's name: printable ASCII, not a policy's name. Default `"concurrency"`. */
+  name?: string;
+  /** The most requests of one key in flight at once: a whole number from 1. */
+  max_in_flight: number;
+  /** Seconds a permit lives if its release never comes (an isolate that died). Default 60. */
+  ttl_seconds?: number;
 }
 
 /** The body of a 429 (RFC 9457, the draft's quota-exceeded problem type). */

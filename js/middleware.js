@@ -1,6 +1,7 @@
 // Middleware over RateLimiterServer: derive the client key, make one limit()/limitAll() RPC
 // call, answer 429 (problem+json) or add the headers to the handler's response.
 // Framework-free: the Hono flavour only touches c.req.raw, c.env, c.res and c.header.
+import { once, releasedWhenFinished } from './concurrency.js';
 import { rateLimitHeaders } from './headers.js';
 import { decidedHere, LocalLimits, localDecision } from './local.js';
 
@@ -87,6 +88,7 @@ const OPTION_NAMES = new Set([
   'requestWasSuccessful',
   'shadow',
   'onDecision',
+  'concurrency',
 ]);
 
 function compile(options) {
@@ -119,14 +121,17 @@ function compile(options) {
     requestWasSuccessful,
     shadow = false,
     onDecision,
+    concurrency,
   } = options;
   if (typeof binding !== 'string' && typeof binding !== 'function' && !isNamespace(binding)) {
     throw new TypeError(
       `options.binding must be the name of a Durable Object binding, the namespace or a function of env, got ${describe(binding)}`,
     );
   }
-  const list = Array.isArray(policy) ? policy : [policy];
-  if (list.length === 0) throw new TypeError('options.policy must name at least one policy');
+  const gate = gateOf(concurrency);
+  // With a concurrency limit, the rate policies may be left out.
+  const list = Array.isArray(policy) ? policy : policy === undefined && gate !== null ? [] : [policy];
+  if (list.length === 0 && gate === null) throw new TypeError('options.policy must name at least one policy');
   const policies = list.map((p, i) => {
     const where = Array.isArray(policy) ? `options.policy[${i}]` : 'options.policy';
     if (typeof p !== 'object' || p === null || Array.isArray(p)) {
@@ -146,6 +151,9 @@ function compile(options) {
   const repeated = names.find((n, i) => names.indexOf(n) !== i);
   if (repeated !== undefined) {
     throw new TypeError(`options.policy names "${repeated}" twice: each policy needs its own name (its bucket)`);
+  }
+  if (gate !== null && names.includes(gate.name)) {
+    throw new TypeError(`options.concurrency.name "${gate.name}" is a policy's name too: the headers need each once`);
   }
   if (typeof cost !== 'number' && typeof cost !== 'function') {
     throw new TypeError(`options.cost must be a number or a function, got ${describe(cost)}`);
@@ -181,15 +189,20 @@ function compile(options) {
   if (typeof local !== 'boolean' && !(local instanceof LocalLimits) && (typeof local !== 'object' || local === null)) {
     throw new TypeError(`options.local must be a boolean, a LocalLimits or its options, got ${describe(local)}`);
   }
+  if (gate !== null && local !== false) {
+    throw new TypeError('options.local and options.concurrency do not go together: a permit is held by the Durable Object, so every request calls it anyway');
+  }
   // Every policy on trial is shadow mode; some of them, a trial beside enforced ones.
-  const wholeShadow = shadow || policies.every((p) => p.trial);
+  const wholeShadow = shadow || (policies.length > 0 && policies.every((p) => p.trial));
   const trial = wholeShadow ? names : policies.filter((p) => p.trial).map((p) => p.name);
   const shownNames = wholeShadow ? names : names.filter((_, i) => !policies[i].trial);
   const result = {
     binding,
     policies,
     names,
-    single: !Array.isArray(policy),
+    // One policy and no gate: `limit`'s decision; else `limitAll`'s.
+    single: !Array.isArray(policy) && gate === null,
+    gate,
     // For several policies: which ones the answer and the headers follow (all but a trial's).
     enforced: wholeShadow ? policies.map(() => true) : policies.map((p) => !p.trial),
     partialTrial: !wholeShadow && trial.length > 0,
@@ -202,7 +215,7 @@ function compile(options) {
     onError: onError ?? logFailure,
     local: localLimits(local),
     // rateLimitHeaders' options, made once; they name what the headers show (not a trial).
-    headers: { name: Array.isArray(policy) ? shownNames : names[0], standardHeaders, legacyHeaders },
+    headers: { name: Array.isArray(policy) || gate !== null ? shownNames : names[0], standardHeaders, legacyHeaders },
     shownNames,
     // Which outcomes are given back after the handler.
     skipSuccessfulRequests,
@@ -294,7 +307,7 @@ async function checkUnlessSkipped(o, request, env, context, withRefund) {
   if (typeof skipped !== 'boolean') {
     throw new TypeError(`options.skip must return a boolean, got ${describe(skipped)}`);
   }
-  if (skipped) return { response: null, headers: {}, decision: null, error: undefined, skipped: true, refund: nothingToRefund };
+  if (skipped) return { response: null, headers: {}, decision: null, error: undefined, skipped: true, refund: nothingToRefund, release: nothingToRelease };
   return checkKey(o, request, env, context, withRefund);
 }
 
@@ -342,7 +355,9 @@ async function decideByCall(o, request, env, context, withRefund, ns, key, cost)
     const stub = () => ns.get(ns.idFromName(key));
     const first = o.policies[0];
     // Several policies are one all-or-nothing limitAll call: never decided locally.
-    decision = !o.single
+    decision = o.gate !== null
+      ? await stub().limitAll(o.policies.map((p, i) => limitRequest(o, p, i, cost)), o.gate.permit)
+      : !o.single
       ? await stub().limitAll(o.policies.map((p, i) => limitRequest(o, p, i, cost)))
       : o.local !== null
         ? await o.local.limit(ns, key, stub, first.name, cost, first.limits, (promise) => keepAlive(context, promise))
@@ -353,7 +368,7 @@ async function decideByCall(o, request, env, context, withRefund, ns, key, cost)
     // A shadow limit never blocks, not even when it cannot decide.
     const passes = o.failOpen || o.shadow;
     if (o.onDecision !== undefined) report(o, failedEvent(o, key, cost, passes, error), request, env, context);
-    return { response: passes ? null : unavailable(), headers: {}, decision: null, error, skipped: false, refund: nothingToRefund };
+    return { response: passes ? null : unavailable(), headers: {}, decision: null, error, skipped: false, refund: nothingToRefund, release: nothingToRelease };
   }
   return decided(o, decision, false, request, env, context, ns, key, cost, withRefund);
 }
@@ -364,21 +379,74 @@ function decided(o, decision, here, request, env, context, ns, key, cost, withRe
   if (o.onDecision !== undefined) report(o, decisionEvent(o, decision, here, key, cost), request, env, context);
   // A shadow limit decides and counts as if enforced, but sends no headers and blocks nothing;
   // a policy on trial beside enforced ones is left out of the headers and the 429.
-  const shown = o.partialTrial ? enforcedPart(o, decision) : decision;
+  const shown = o.partialTrial || o.gate !== null ? enforcedPart(o, decision) : decision;
   const headers = o.shadow ? {} : rateLimitHeaders(shown, o.headers);
+  if (o.gate !== null && !o.shadow) addGateHeaders(o, headers, decision);
   if (!decision.allowed) {
     if (o.denied !== undefined && !o.shadow) return deniedBy(o, decision, headers, request, env, context);
-    const response = o.shadow ? null : problem(429, quotaExceeded(shown, o.shownNames, headers), headers);
-    return { response, headers, decision, error: undefined, skipped: false, refund: nothingToRefund };
+    const response = o.shadow ? null : problem(429, quotaExceeded(violatedOf(o, shown, decision), headers), headers);
+    return { response, headers, decision, error: undefined, skipped: false, refund: nothingToRefund, release: nothingToRelease };
   }
   const refund = withRefund || settles(o) ? refunder(o, decision, ns, key, cost) : nothingToRefund;
-  return { response: null, headers, decision, error: undefined, skipped: false, refund };
+  const release = o.gate !== null && decision.permit.id !== null ? releaser(o, decision.permit.id, ns, key) : nothingToRelease;
+  return { response: null, headers, decision, error: undefined, skipped: false, refund, release };
+}
+
+/** The concurrency option, checked: null, or the gate's name and the permit each call asks for. */
+function gateOf(concurrency) {
+  if (concurrency === undefined) return null;
+  if (typeof concurrency !== 'object' || concurrency === null || Array.isArray(concurrency)) {
+    throw new TypeError(`options.concurrency must be an object, got ${describe(concurrency)}`);
+  }
+  // max_in_flight and ttl_seconds go to the limiter as they are: it checks them (a typo too).
+  const { name = 'concurrency', ...policy } = concurrency;
+  if (typeof name !== 'string' || !/^[\x20-\x7e]+$/.test(name)) {
+    throw new TypeError(`options.concurrency.name must be non-empty printable ASCII text, got ${describe(name)}`);
+  }
+  return { name, quoted: `"${name.replace(/[\\"]/g, '\\$&')}"`, permit: { key: name, cost: 1, policy } };
+}
+
+/**
+ * Adds the gate to the headers: a `RateLimit-Policy` member in the `concurrent-requests` quota
+ * unit and a `RateLimit` member with the free slots; on a request the gate denied, `Retry-After:
+ * 1` (releases come at any time: there is no exact wait) unless a rate limit asks for longer.
+ */
+function addGateHeaders(o, headers, decision) {
+  const permit = decision.permit;
+  if (o.headers.standardHeaders) {
+    const policy = `${o.gate.quoted};q=${permit.limit};qu="concurrent-requests"`;
+    const left = `${o.gate.quoted};r=${Math.max(0, permit.limit - permit.in_flight)}`;
+    headers['RateLimit-Policy'] = headers['RateLimit-Policy'] === undefined ? policy : `${headers['RateLimit-Policy']}, ${policy}`;
+    headers['RateLimit'] = headers['RateLimit'] === undefined ? left : `${headers['RateLimit']}, ${left}`;
+  }
+  if (!permit.allowed && permit.retry_after_ms !== null && headers['Retry-After'] === undefined) headers['Retry-After'] = '1';
+  if (permit.retry_after_ms === null) delete headers['Retry-After'];
+}
+
+/** The names of the enforced limits (and the gate) that had no room. */
+function violatedOf(o, shown, decision) {
+  const violated = Array.isArray(shown.results) ? o.shownNames.filter((_, i) => !shown.results[i].allowed) : [...o.names];
+  if (o.gate !== null && !decision.permit.allowed) violated.push(o.gate.name);
+  return violated;
+}
+
+/** Releases the permit `id` of the request's gate, once. */
+function releaser(o, id, ns, key) {
+  return once(() => ns.get(ns.idFromName(key)).release(o.gate.name, id));
+}
+
+/** A request that holds no permit has nothing to release. */
+async function nothingToRelease() {}
+
+/** `result`'s permit released; a release that fails is a limiter failure (onError). */
+function releaseOf(o, result, request) {
+  return () => result.release().catch((error) => o.onError(error, request));
 }
 
 /** The result of a denial that options.denied answers. */
 async function deniedBy(o, decision, headers, request, env, context) {
   const response = addHeaders(await o.denied(request, decision, env, context), headers, 'options.denied must return');
-  return { response, headers, decision, error: undefined, skipped: false, refund: nothingToRefund };
+  return { response, headers, decision, error: undefined, skipped: false, refund: nothingToRefund, release: nothingToRelease };
 }
 
 /**
@@ -407,31 +475,45 @@ function limitRequest(o, p, i, cost) {
   return request;
 }
 
-/** A limitAll decision with the results of its enforced members only, for headers and the 429. */
+/**
+ * A limitAll decision with the results of its enforced members only, for headers and the 429;
+ * its wait is theirs (a gate's has no exact wait), or none when the gate can never admit.
+ */
 function enforcedPart(o, decision) {
-  return { ...decision, results: decision.results.filter((_, i) => o.enforced[i]) };
+  const results = decision.results.filter((_, i) => o.enforced[i]);
+  if (o.gate === null) return { ...decision, results };
+  const waits = decision.permit.retry_after_ms === null ? [null] : results.map((d) => d.retry_after_ms);
+  const retry_after_ms = waits.reduce((most, w) => (most === null || w === null ? null : Math.max(most, w)), 0);
+  return { ...decision, results, retry_after_ms };
 }
 
 /** The event of a decision that failed (section 9.12 of docs/SPEC.md). */
 function failedEvent(o, key, cost, passed, error) {
-  const event = { outcome: 'failed', shadow: o.shadow, passed, local: false, key, policies: [...o.names], shadowPolicies: [...o.trial] };
+  const policies = o.gate === null ? [...o.names] : [...o.names, o.gate.name];
+  const event = { outcome: 'failed', shadow: o.shadow, passed, local: false, key, policies, shadowPolicies: [...o.trial] };
   return { ...event, violated: [], cost, remaining: null, retryAfterMs: null, error };
 }
 
 /** The event of `decision` (section 9.12 of docs/SPEC.md); its arrays are the hook's own. */
 function decisionEvent(o, decision, here, key, cost) {
   const results = o.single ? [decision] : decision.results;
+  const violated = o.single ? (decision.allowed ? [] : [...o.names]) : o.names.filter((_, i) => !results[i].allowed);
+  const left = results.filter((_, i) => o.single || o.enforced[i]).map((d) => Math.floor(d.remaining));
+  if (o.gate !== null) {
+    if (!decision.permit.allowed) violated.push(o.gate.name);
+    left.push(Math.max(0, decision.permit.limit - decision.permit.in_flight));
+  }
   return {
     outcome: decision.allowed ? 'allowed' : 'denied',
     shadow: o.shadow,
     passed: decision.allowed || o.shadow,
     local: here || (o.local !== null && o.single && decidedHere(decision)),
     key,
-    policies: [...o.names],
+    policies: o.gate === null ? [...o.names] : [...o.names, o.gate.name],
     shadowPolicies: [...o.trial],
-    violated: o.single ? (decision.allowed ? [] : [...o.names]) : o.names.filter((_, i) => !results[i].allowed),
+    violated,
     cost,
-    remaining: Math.min(...results.filter((_, i) => o.single || o.enforced[i]).map((d) => Math.floor(d.remaining))),
+    remaining: Math.min(...left),
     retryAfterMs: decision.retry_after_ms,
     error: undefined,
   };
@@ -476,10 +558,7 @@ async function settleOutcome(o, result, request, env, context, response, thrown)
   }
 }
 
-function quotaExceeded(decision, names, headers) {
-  const violated = Array.isArray(decision.results)
-    ? names.filter((_, i) => !decision.results[i].allowed)
-    : names;
+function quotaExceeded(violated, headers) {
   const which = `${violated.length === 1 ? 'policy' : 'policies'} ${violated.map((n) => `"${n}"`).join(', ')}`;
   const retry = headers['Retry-After'];
   return {
@@ -569,10 +648,13 @@ export function rateLimit(options) {
       try {
         response = addHeaders(await handler.call(this, request, env, ctx), result.headers, 'the handler must return');
       } catch (error) {
+        if (o.gate !== null) keepAlive(ctx, releaseOf(o, result, request)());
         if (settles(o)) await settleOutcome(o, result, request, env, ctx, undefined, true);
         throw error;
       }
       if (settles(o)) await settleOutcome(o, result, request, env, ctx, response, false);
+      // The permit is held until the response has been sent (its body read or cancelled).
+      if (o.gate !== null) return releasedWhenFinished(response, releaseOf(o, result, request), (p) => keepAlive(ctx, p));
       return response;
     };
   };
@@ -596,6 +678,7 @@ export function honoRateLimit(options) {
       if (name === 'RateLimit' || name === 'RateLimit-Policy') c.header(name, value, { append: true });
       else if (!c.res.headers.has(name)) c.header(name, value);
     }
+    if (o.gate !== null) c.res = releasedWhenFinished(c.res, releaseOf(o, result, c.req.raw), (p) => keepAlive(c, p));
   };
 }
 

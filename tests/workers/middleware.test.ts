@@ -652,7 +652,7 @@ describe('options', () => {
     const policy = { max_tokens: 1 };
     const cases: [unknown, string][] = [
       [undefined, 'rate limit options must be an object, got undefined'],
-      [{ binding: 'LIMITER', polciy: policy }, 'rate limit options have no field "polciy" (the fields are binding, policy, key, cost, skip, denied, failOpen, onError, local, standardHeaders, legacyHeaders, skipSuccessfulRequests, skipFailedRequests, requestWasSuccessful, shadow, onDecision)'],
+      [{ binding: 'LIMITER', polciy: policy }, 'rate limit options have no field "polciy" (the fields are binding, policy, key, cost, skip, denied, failOpen, onError, local, standardHeaders, legacyHeaders, skipSuccessfulRequests, skipFailedRequests, requestWasSuccessful, shadow, onDecision, concurrency)'],
       [{ policy }, 'options.binding must be the name of a Durable Object binding, the namespace or a function of env, got undefined'],
       [{ binding: {}, policy }, 'options.binding must be the name of a Durable Object binding, the namespace or a function of env, got an object'],
       [{ binding: 'LIMITER' }, 'options.policy must be an object, got undefined'],
@@ -723,7 +723,7 @@ describe('skip', () => {
   it('takes nothing from the bucket, and checkRateLimit says the request was skipped', async () => {
     const options = { binding: 'LIMITER', policy, skip: (r: Request) => r.method === 'HEAD' };
     const head = await checkRateLimit(request('198.51.100.12', { method: 'HEAD' }), env, options, ctx);
-    expect(head).toEqual({ response: null, headers: {}, decision: null, error: undefined, skipped: true, refund: expect.any(Function) });
+    expect(head).toEqual({ response: null, headers: {}, decision: null, error: undefined, skipped: true, refund: expect.any(Function), release: expect.any(Function) });
     const get = await checkRateLimit(request('198.51.100.12'), env, options, ctx);
     expect(get.skipped).toBe(false);
     expect(get.decision?.allowed).toBe(true);
@@ -1197,6 +1197,7 @@ describe('checkRateLimit and withHeaders (for other frameworks)', () => {
       error: undefined,
       skipped: false,
       refund: expect.any(Function),
+      release: expect.any(Function),
     });
     const denied = await checkRateLimit(request('198.51.100.95'), env, options);
     expect(denied.decision?.allowed).toBe(false);

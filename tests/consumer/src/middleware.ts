@@ -43,9 +43,16 @@ export const shadowed = rateLimit<Env>({
   },
 });
 
+// At most 4 generations of one client in flight, decided with its rate in one call.
+export const generations = rateLimit<Env>({
+  binding: 'LIMITER',
+  policy,
+  concurrency: { name: 'generate', max_in_flight: 4, ttl_seconds: 120 },
+});
+
 export async function core(request: Request, env: Env): Promise<Response> {
   const result: RateLimitCheck = await checkRateLimit(request, env, { binding: env.LIMITER, policy });
-  if (result.response === null && result.skipped === false) await result.refund();
+  if (result.response === null && result.skipped === false) await Promise.all([result.refund(), result.release()]);
   return result.response ?? new Response('ok', { headers: result.headers });
 }
 
@@ -63,6 +70,8 @@ export function wrongUses(): void {
   rateLimit({ binding: 'LIMITER', policy, failOpen: 'yes' });
   // @ts-expect-error a policy's shadow is a boolean
   rateLimit({ binding: 'LIMITER', policy: [policy, { name: 'daily', shadow: 'yes' }] });
+  // @ts-expect-error a concurrency limit needs max_in_flight
+  rateLimit({ binding: 'LIMITER', concurrency: { ttl_seconds: 60 } });
   // @ts-expect-error skip returns a boolean
   rateLimit({ binding: 'LIMITER', policy, skip: () => 'yes' });
 }
