@@ -103,6 +103,18 @@ def clock(kind, *payload):
     return out
 
 
+def acquire(k, cost=1, max_in_flight=1, ttl_seconds=None):
+    """A gate op (op 15, its sub-op 7): a permit of `cost` under `max_in_flight`; the time to
+    live in hundredths of a second, or the default."""
+    ttl = bytes([0]) if ttl_seconds is None else bytes([2]) + struct.pack("<H", round(ttl_seconds * 100))
+    return bytes([15, 7]) + key(k) + bytes([1]) + num(cost) + num(max_in_flight) + ttl
+
+
+def release(k, pick):
+    """A gate op releasing a granted id (picked by `pick`), or a made-up one when pick % 4 == 0."""
+    return bytes([15, 7]) + key(k) + bytes([0]) + struct.pack("<Q", pick)
+
+
 def seed(n=1):
     return struct.pack("<Q", n)
 
@@ -176,6 +188,9 @@ SEEDS = {
     "whole_cost_bound": seed(21) + set_options(max_tokens=4, refill=1.5)
     + (consume(A, 2) + advance_ms(700)) * 12 + (consume(A) + advance_ms(1499)) * 6
     + consume(A, 4),
+    "gates": seed(23) + acquire(A, 1, 2, 5) * 3 + release(A, 5) + release(A, 5) + acquire(A, 2, 3, 1)
+    + advance_ms(1500) + acquire(A, 1, 2) + release(A, 8) + acquire(A, "nan", 2) + acquire(A, 1, 0)
+    + acquire(B, 3, 2) + release(B, 4) + acquire(LONE, 1, "max_safe", 600) + status(A),
     "check_then_consume": seed(22) + set_options(max_tokens=2) + check(A, 2) + consume(A, 2)
     + check(A) + consume(A) + check(A, 0) + consume(A, 0) + check(A, 3) + consume(A, 3),
 }
