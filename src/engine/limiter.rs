@@ -1,10 +1,11 @@
 //! The keyed limiter: instance options plus one lazy bucket, and maybe a policy, per key.
 
+use super::block::{millis_until, Blocks};
 use super::bucket::{self, convert, refill, take, wait_for, wait_for_full, Bucket, Status};
 use super::error::{decimal, join, Error};
 use super::gate::{Gates, PermitAsk, PermitDecision};
 use super::lease::{Lease, Leases};
-use super::leasing::leased_wait;
+use super::leasing::{leased_wait, Grant};
 use super::options::{Cost, Options, OptionsPatch, UNITS_PER_TOKEN};
 use super::share::{out_at, refill_through_leases, wait_through_leases};
 use super::store::Store;
@@ -21,6 +22,8 @@ pub struct Limiter {
     pub(super) leased_keys_at_last_pass: usize,
     /// Concurrency limits: each key's live permits, apart from its bucket.
     pub(super) gates: Gates,
+    /// Keys blocked until an instant: every call on them is denied until then.
+    pub(super) blocks: Blocks,
 }
 
 /// A holder's report on a lease it took: how much of it it spent. For a share, what its
@@ -108,6 +111,7 @@ impl Limiter {
             leases: Leases::new(seed),
             leased_keys_at_last_pass: 0,
             gates: Gates::new(seed),
+            blocks: Blocks::new(seed),
         }
     }
 
@@ -169,12 +173,18 @@ impl Limiter {
 
     /// Whether `consume(key, cost, now)` would succeed; consumes nothing.
     pub fn check(&mut self, key: &[u8], cost: Cost, now: Instant) -> bool {
+        if self.blocked_until(key, now).is_some() {
+            return false;
+        }
         let view = self.view(key, None, now);
         take(view.current, cost, &view.options, now).is_ok()
     }
 
     /// Takes `cost` tokens from the bucket of `key` if it holds that many; else changes nothing.
     pub fn consume(&mut self, key: &[u8], cost: Cost, now: Instant) -> bool {
+        if self.blocked_until(key, now).is_some() {
+            return false;
+        }
         let view = self.view(key, None, now);
         match take(view.current, cost, &view.options, now) {
             Ok(next) => {
@@ -250,11 +260,23 @@ impl Limiter {
         if let Some(settlement) = settle {
             self.settle(key, settlement, now);
         }
+        let blocked = self.blocked_until(key, now);
         let mut view = self.view(key, policy, now);
-        let outcome = take(view.current, cost, &view.options, now);
+        let outcome = match blocked {
+            Some(_) => Err(()),
+            None => take(view.current, cost, &view.options, now),
+        };
         let state = outcome.unwrap_or(view.current);
         let options = view.options;
-        let granted = self.grant(key, &mut view, ask, outcome.is_ok(), state, now);
+        // A blocked key is granted and renewed nothing: its holders learn of the block.
+        let granted = match blocked {
+            Some(_) => Grant {
+                state,
+                lease: None,
+                moved: 0,
+            },
+            None => self.grant(key, &mut view, ask, outcome.is_ok(), state, now),
+        };
         let (state, lease, moved) = (granted.state, granted.lease, granted.moved);
         // A denied call without a policy changes nothing, like a denied `consume`; one that
         // granted or renewed a share records it.
@@ -262,7 +284,10 @@ impl Limiter {
             let at = self.store.position(key);
             self.commit(key, at, state, view.policy, now);
         }
-        let decision = self.decision(outcome.is_ok(), state, cost, &view, now);
+        let mut decision = self.decision(outcome.is_ok(), state, cost, &view, now);
+        if let Some(end) = blocked {
+            decision.retry_after_ms = after_block(decision.retry_after_ms, end, now);
+        }
         let moved = moved.saturating_mul(UNITS_PER_TOKEN / options.unit());
         Ok(LeaseDecision {
             decision,
@@ -325,10 +350,18 @@ impl Limiter {
                 .map_err(|e| e.within(&join(&["requests[", &decimal(i), "].policy"])))?;
             views.push(self.view(request.key, policy, now));
         }
+        let blocked: Vec<Option<Instant>> = requests
+            .iter()
+            .map(|r| self.blocked_until(r.key, now))
+            .collect();
         let outcomes: Vec<_> = views
             .iter()
             .zip(requests)
-            .map(|(view, r)| take(view.current, r.cost, &view.options, now))
+            .zip(&blocked)
+            .map(|((view, r), block)| match block {
+                Some(_) => Err(()),
+                None => take(view.current, r.cost, &view.options, now),
+            })
             .collect();
         let buckets_allow = outcomes
             .iter()
@@ -343,7 +376,9 @@ impl Limiter {
         });
         let allowed = buckets_allow && permit.is_none_or(|p| p.allowed);
         let mut results = Vec::with_capacity(requests.len());
-        for ((view, request), outcome) in views.iter().zip(requests).zip(outcomes) {
+        for (((view, request), outcome), block) in
+            views.iter().zip(requests).zip(outcomes).zip(blocked)
+        {
             // A shadow member with room takes its cost on its own, once the others allowed.
             let state = match outcome {
                 Ok(next) if allowed => next,
@@ -353,7 +388,11 @@ impl Limiter {
             let at = self.store.position(request.key);
             self.commit(request.key, at, state, view.policy, now);
             let room = outcome.is_ok();
-            results.push(self.decision(room, state, request.cost, view, now));
+            let mut decision = self.decision(room, state, request.cost, view, now);
+            if let Some(end) = block {
+                decision.retry_after_ms = after_block(decision.retry_after_ms, end, now);
+            }
+            results.push(decision);
         }
         let retry_after_ms = results
             .iter()
@@ -486,4 +525,9 @@ pub(super) fn give_back(
 /// `nanos` rounded up to whole milliseconds, still in nanoseconds.
 fn whole_millis(nanos: u128) -> u128 {
     nanos.div_ceil(1_000_000).saturating_mul(1_000_000)
+}
+
+/// A wait that also waits out a block ending at `end`: the later of the two (never stays never).
+fn after_block(wait: Option<f64>, end: Instant, now: Instant) -> Option<f64> {
+    wait.map(|ms| ms.max(millis_until(end, now)))
 }

@@ -1,6 +1,7 @@
 //! The pure token-bucket engine: no JavaScript, no clock, no panics on any input.
 //! Callers validate raw numbers into [`Options`] and [`Cost`] and pass time as an [`Instant`].
 
+mod block;
 mod bucket;
 mod error;
 mod gate;
@@ -15,6 +16,7 @@ mod store;
 mod time;
 mod view;
 
+pub use block::{block_nanos, MAX_BLOCK_SECONDS};
 pub use bucket::Status;
 pub use error::{decimal, join, Error, JsNumber, Spelling};
 pub use gate::{
