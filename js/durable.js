@@ -12,6 +12,8 @@ export class DurableLimiter {
   #droppedAt = -Infinity;
   /** The incarnation of the local limiter into which every snapshot was loaded, if any. */
   #loadedAllInto = -1;
+  /** The incarnation of the local limiter into which the blocks were loaded. */
+  #blocksLoadedInto = -1;
 
   /** `local`: a LocalLimiter; `buckets`: its storage (storage.js). */
   constructor(local, buckets) {
@@ -39,11 +41,13 @@ export class DurableLimiter {
   }
 
   check(key, cost) {
+    this.#loadBlocks();
     this.#load(key);
     return this.#local.check(key, cost);
   }
 
   consume(key, cost) {
+    this.#loadBlocks();
     this.#load(key);
     const allowed = this.#local.consume(key, cost);
     if (allowed) this.#save(key);
@@ -61,6 +65,7 @@ export class DurableLimiter {
   }
 
   limit(key, cost, policy) {
+    this.#loadBlocks();
     this.#load(key);
     const decision = this.#local.limit(key, cost, policy);
     // A denied call without a policy changes nothing that needs saving.
@@ -69,6 +74,7 @@ export class DurableLimiter {
   }
 
   limitLeased(key, cost, policy, lease) {
+    this.#loadBlocks();
     this.#load(key);
     const decision = this.#local.limitLeased(key, cost, policy, lease);
     // As for limit: a denied call without a policy or a lease request changes nothing. (The
@@ -91,6 +97,7 @@ export class DurableLimiter {
   }
 
   limitAll(requests) {
+    this.#loadBlocks();
     const holdsAll = this.#holdsAll();
     // The binding reads the requests once and names their keys here.
     const keys = [];
@@ -104,6 +111,7 @@ export class DurableLimiter {
   }
 
   limitAllWithPermit(requests, permit) {
+    this.#loadBlocks();
     const holdsAll = this.#holdsAll();
     // The binding reads the requests and the permit once, and names their keys here.
     const keys = [];
@@ -125,6 +133,35 @@ export class DurableLimiter {
   #holdsAll() {
     // The incarnation first: after a trap, memory is a new limiter that holds nothing yet.
     return this.#local.incarnation === this.#loadedAllInto;
+  }
+
+  // Blocks are few and every call must see them: all of them are read into memory at the
+  // first call of each incarnation of the limiter, and each change is written at once.
+  block(key, seconds) {
+    this.#loadBlocks();
+    const until = this.#local.block(key, seconds);
+    this.#buckets.saveBlock(key, until);
+    this.#buckets.dropEndedBlocks(Date.now());
+    return until;
+  }
+
+  unblock(key) {
+    this.#loadBlocks();
+    const was = this.#local.unblock(key);
+    this.#buckets.deleteBlock(key);
+    return was;
+  }
+
+  blocks() {
+    this.#loadBlocks();
+    return this.#local.blocks();
+  }
+
+  #loadBlocks() {
+    const incarnation = this.#local.incarnation;
+    if (this.#blocksLoadedInto === incarnation) return;
+    this.#blocksLoadedInto = incarnation;
+    for (const [key, until] of this.#buckets.blocks(Date.now())) this.#local.restoreBlock(key, until);
   }
 
   // A gate is read from storage before every call on it (its row is the truth: memory may

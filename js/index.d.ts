@@ -95,6 +95,18 @@ export declare class RateLimiterServer extends DurableObject {
   release(key: string, id: number): RateLimitRelease;
   /** The live permits of `key`. Changes nothing. */
   gateStatus(key: string): RateLimitGateStatus;
+  /**
+   * Blocks `key` for `seconds` (finite, > 0, at most a year), replacing a block in force:
+   * every call on it is denied until then, with the time left as `retry_after_ms`.
+   */
+  block(key: string, seconds: number): void;
+  /** Ends the block of `key`; whether one was in force. */
+  unblock(key: string): boolean;
+  /**
+   * The keys blocked now, in key order, at most `limit` (1 to 1,000, default 100) after the
+   * key `after`; `next` is the `after` of the next page, or null.
+   */
+  blocked(options?: { limit?: number; after?: string }): { keys: { key: string; blocked_for_ms: number }[]; next: string | null };
 }
 
 /**

@@ -129,6 +129,26 @@ export class LocalLimiter {
     this.#guard(restoreGateNow, key, bytes);
   }
 
+  /** Blocks `key` for `seconds`; returns when the block ends (epoch ms). */
+  block(key, seconds) {
+    return this.#guard(blockNow, key, seconds);
+  }
+
+  /** Ends the block of `key`; whether one was in force. */
+  unblock(key) {
+    return this.#guard(unblockNow, key);
+  }
+
+  /** `{ key, blocked_until_ms, blocked_for_ms }` of every block in force, in no order. */
+  blocks() {
+    return this.#guard(blocksNow);
+  }
+
+  /** Puts back a block of `key` that ends at `untilMs` (epoch ms). */
+  restoreBlock(key, untilMs) {
+    this.#guard(restoreBlockNow, key, untilMs);
+  }
+
   /** `{ key, bytes, full_at_ms }` of every bucket without a policy of its own. */
   snapshotsWithoutPolicy() {
     return this.#guard(snapshotsWithoutPolicyNow);
@@ -267,6 +287,22 @@ function gateSnapshotNow(limiter, key) {
 
 function restoreGateNow(limiter, key, bytes) {
   limiter.restoreGate(Date.now(), key, bytes);
+}
+
+function blockNow(limiter, key, seconds) {
+  return limiter.block(Date.now(), key, seconds);
+}
+
+function unblockNow(limiter, key) {
+  return limiter.unblock(Date.now(), key);
+}
+
+function blocksNow(limiter) {
+  return limiter.blocks(Date.now());
+}
+
+function restoreBlockNow(limiter, key, untilMs) {
+  limiter.restoreBlock(Date.now(), key, untilMs);
 }
 
 function snapshotsWithoutPolicyNow(limiter) {

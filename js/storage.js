@@ -12,6 +12,8 @@ const OPTIONS = 'rate_limiter_options';
 // A gate's row: its live permits, and when the last of them expires (`ends_at`, epoch ms:
 // after it, the row is dead and a batch delete drops it).
 const GATES = 'rate_limiter_gates';
+// A block's row: when it ends (`until`, epoch ms: after it, the row is dead).
+const BLOCKS = 'rate_limiter_blocks';
 
 /**
  * A key as stored: the string itself, or, when it holds lone surrogates (which SQLite's
@@ -48,6 +50,7 @@ export class SqlBuckets {
       key PRIMARY KEY, permits BLOB NOT NULL, ends_at INTEGER NOT NULL
     ) WITHOUT ROWID`);
     sql.exec(`CREATE INDEX IF NOT EXISTS ${GATES}_ends_at ON ${GATES} (ends_at)`);
+    sql.exec(`CREATE TABLE IF NOT EXISTS ${BLOCKS} (key PRIMARY KEY, until INTEGER NOT NULL) WITHOUT ROWID`);
     sql.exec(`CREATE TABLE IF NOT EXISTS ${OPTIONS} (
       id INTEGER PRIMARY KEY CHECK (id = 0), max_tokens REAL NOT NULL,
       refill_every_seconds REAL NOT NULL
@@ -131,6 +134,25 @@ export class SqlBuckets {
     this.#sql.exec(`DELETE FROM ${GATES} WHERE ends_at <= ?`, nowMs);
   }
 
+  /** Every block in force at `nowMs`, as [key, until]. */
+  *blocks(nowMs) {
+    for (const row of this.#sql.exec(`SELECT key, until FROM ${BLOCKS} WHERE until > ?`, nowMs)) {
+      yield [keyOf(row.key), row.until];
+    }
+  }
+
+  saveBlock(key, until) {
+    this.#sql.exec(`INSERT OR REPLACE INTO ${BLOCKS} (key, until) VALUES (?, ?)`, storedKey(key), until);
+  }
+
+  deleteBlock(key) {
+    this.#sql.exec(`DELETE FROM ${BLOCKS} WHERE key = ?`, storedKey(key));
+  }
+
+  dropEndedBlocks(nowMs) {
+    this.#sql.exec(`DELETE FROM ${BLOCKS} WHERE until <= ?`, nowMs);
+  }
+
   #insert(key, bytes, fullAt, hasPolicy) {
     this.#sql.exec(
       `INSERT OR REPLACE INTO ${BUCKETS} (key, snapshot, full_at, policy) VALUES (?, ?, ?, ?)`,
@@ -146,7 +168,24 @@ export class SqlBuckets {
 export class MemoryBuckets {
   #rows = new Map();
   #gates = new Map();
+  #blocks = new Map();
   #options;
+
+  *blocks(nowMs) {
+    for (const [key, until] of this.#blocks) if (until > nowMs) yield [key, until];
+  }
+
+  saveBlock(key, until) {
+    this.#blocks.set(key, until);
+  }
+
+  deleteBlock(key) {
+    this.#blocks.delete(key);
+  }
+
+  dropEndedBlocks(nowMs) {
+    for (const [key, until] of this.#blocks) if (until <= nowMs) this.#blocks.delete(key);
+  }
 
   gate(key) {
     return this.#gates.get(key)?.bytes;

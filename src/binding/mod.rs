@@ -11,6 +11,7 @@
 //! returns, and only then decides. So a getter cannot show the loader other keys than the
 //! engine sees, and a bad value loads nothing.
 
+mod blocks;
 mod durable;
 mod errors;
 mod gates;

@@ -79,7 +79,7 @@ fn read_flag(value: &JsValue, field: &str) -> Result<bool, Error> {
     })
 }
 
-fn read_number(value: &JsValue, field: &str) -> Result<f64, Error> {
+pub(crate) fn read_number(value: &JsValue, field: &str) -> Result<f64, Error> {
     value.as_f64().ok_or_else(|| Error::WrongType {
         field: field.into(),
         expected: "a number",

@@ -13,7 +13,7 @@ import { defineConfig } from 'vitest/config';
 const root = decodeURIComponent(new URL('../..', import.meta.url).pathname);
 
 /** Tests of the limiter's behaviour over RPC, which both classes must pass alike. */
-const BEHAVIOUR = ['rpc', 'limit', 'adversarial', 'concurrency', 'local', 'gates'].map((name) => `tests/workers/${name}.test.ts`);
+const BEHAVIOUR = ['rpc', 'limit', 'adversarial', 'concurrency', 'local', 'gates', 'blocks'].map((name) => `tests/workers/${name}.test.ts`);
 
 // The concurrency tests make thousands of RPC calls: about 2–3 s on an idle 2-core machine,
 // over vitest's default 5 s when the machine is busy. They test counts, not speed.

@@ -174,6 +174,25 @@ describe('gates (concurrency limits)', () => {
   });
 });
 
+describe('blocks', () => {
+  it('an aborted object finds its blocks, and its unblocks, as they were', async () => {
+    const name = 'survival-blocks';
+    await limiter(name).block('mallory', 600);
+    await limiter(name).block('eve', 600);
+    await limiter(name).unblock('eve');
+    const aborted = await rejection(
+      runInDurableObject(limiter(name), (_: unknown, state: DurableObjectState) => {
+        state.abort('test: discard the memory');
+      }),
+    );
+    expect(aborted).toBeInstanceOf(Error);
+    at(100_000);
+    expect(await limiter(name).consume('mallory')).toBe(false);
+    expect(await limiter(name).consume('eve')).toBe(true);
+    expect((await limiter(name).blocked()).keys).toEqual([{ key: 'mallory', blocked_for_ms: 500_000 }]);
+  });
+});
+
 describe('storage', () => {
   it('stays bounded under key churn: buckets that refill to full leave storage in batches', async () => {
     await runInDurableObject(limiter('survival-churn'), (instance: DurableRateLimiterServer, state: DurableObjectState) => {

@@ -1,0 +1,61 @@
+// Blocks (docs/SPEC.md, section 13) over native Durable Object RPC inside workerd, in both
+// projects (the in-memory class and the durable one on SQLite): a blocked key denied every
+// call with the time left, unblock, the list of blocked keys, and hostile input that gets
+// the exact error and changes nothing. The clock is faked.
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { limiter, rejection } from './support';
+
+const T0 = Date.UTC(2026, 3, 1);
+const at = (ms: number) => vi.setSystemTime(T0 + ms);
+
+beforeEach(() => {
+  vi.useFakeTimers();
+  at(0);
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+describe('blocks over RPC', () => {
+  it('deny every call with the time left; unblock ends one; blocked() lists them in key order', async () => {
+    const stub = limiter('blocks-basic');
+    await stub.block('mallory', 900);
+    await stub.block('eve', 60);
+    at(15_000);
+    expect(await stub.consume('mallory')).toBe(false);
+    expect(await stub.limit('mallory', 1, { max_tokens: 5 })).toMatchObject({ allowed: false, retry_after_ms: 885_000 });
+    expect(await stub.blocked()).toEqual({
+      keys: [
+        { key: 'eve', blocked_for_ms: 45_000 },
+        { key: 'mallory', blocked_for_ms: 885_000 },
+      ],
+      next: null,
+    });
+    expect(await stub.unblock('mallory')).toBe(true);
+    expect(await stub.consume('mallory')).toBe(true);
+    at(60_000);
+    expect((await stub.blocked()).keys).toEqual([]);
+  });
+
+  it('hostile input gets the exact TypeError or RangeError and changes nothing', async () => {
+    const stub = limiter('blocks-hostile');
+    await stub.block('k', 10);
+    const loose = stub as unknown as Record<'block' | 'unblock' | 'blocked', (...args: unknown[]) => Promise<unknown>>;
+    const cases: [() => Promise<unknown>, string, string][] = [
+      [() => loose.block('k', -5), 'RangeError', 'seconds must be a finite number > 0 and at most 31536000, got -5'],
+      [() => loose.block('k', 1e10), 'RangeError', 'seconds must be a finite number > 0 and at most 31536000, got 10000000000'],
+      [() => loose.block('k', null), 'TypeError', 'seconds must be a number, got null'],
+      [() => loose.block(['k'], 5), 'TypeError', 'key must be a string, got an array'],
+      [() => loose.unblock(1n), 'TypeError', 'key must be a string, got bigint 1n'],
+      [() => loose.blocked({ limit: 1001 }), 'RangeError', 'options.limit must be a whole number from 1 to 1000, got 1001'],
+      [() => loose.blocked(null), 'TypeError', 'options must be an object, got null'],
+    ];
+    const got = [];
+    for (const [call] of cases) {
+      const error = await rejection(call());
+      got.push([error?.name, error?.message]);
+    }
+    expect(got).toEqual(cases.map(([, kind, message]) => [kind, message]));
+    expect(await stub.blocked()).toEqual({ keys: [{ key: 'k', blocked_for_ms: 10_000 }], next: null });
+  });
+});
