@@ -105,6 +105,14 @@ export async function typedUses(env: Env): Promise<void> {
   const inFlight: number = (await stub.gateStatus('generate')).in_flight;
   await stub.limitAll([{ key: 'second' }, { key: 'daily', shadow: true }]);
   void [permitFields, inFlight];
+  await stub.block('mallory', 900);
+  const unblocked: boolean = await stub.unblock('mallory');
+  const page = await stub.blocked({ limit: 10 });
+  const firstBlocked: number | undefined = page.keys[0]?.blocked_for_ms;
+  const next: string | null = page.next;
+  void [unblocked, firstBlocked, next];
+  // @ts-expect-error block takes seconds as a number
+  await stub.block('mallory', '15m');
   // @ts-expect-error a gate policy needs max_in_flight
   await stub.acquire('generate', 1, { ttl_seconds: 5 });
   // @ts-expect-error a permit id is a number
