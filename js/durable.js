@@ -70,6 +70,7 @@ export class DurableLimiter {
     const decision = this.#local.limit(key, cost, policy);
     // A denied call without a policy changes nothing that needs saving.
     if (decision.allowed || policy !== undefined) this.#save(key);
+    if (!decision.allowed) this.#savePenalty(key);
     return decision;
   }
 
@@ -80,6 +81,7 @@ export class DurableLimiter {
     // As for limit: a denied call without a policy or a lease request changes nothing. (The
     // lease request is not read here: the binding read it once.)
     if (decision.allowed || policy !== undefined || lease !== undefined) this.#save(key);
+    if (!decision.allowed) this.#savePenalty(key);
     return decision;
   }
 
@@ -107,6 +109,7 @@ export class DurableLimiter {
     };
     const decision = this.#local.limitAll(requests, load);
     for (const key of keys) this.#save(key);
+    if (!decision.allowed) for (const key of keys) this.#savePenalty(key);
     return decision;
   }
 
@@ -126,6 +129,7 @@ export class DurableLimiter {
     };
     const decision = this.#local.limitAllWithPermit(requests, permit, load, loadGate);
     for (const key of keys) this.#save(key);
+    if (!decision.allowed) for (const key of keys) this.#savePenalty(key);
     if (decision.permit.id !== null) this.#saveGate(gateKey);
     return decision;
   }
@@ -155,6 +159,13 @@ export class DurableLimiter {
   blocks() {
     this.#loadBlocks();
     return this.#local.blocks();
+  }
+
+  /** After a denial: a block of `key` in force (a penalty may have begun one) is saved. */
+  #savePenalty(key) {
+    if (typeof key !== 'string') return;
+    const until = this.#local.blockedUntil(key);
+    if (until !== undefined) this.#buckets.saveBlock(key, until);
   }
 
   #loadBlocks() {

@@ -11,6 +11,7 @@ import type {
   RateLimitLeaseDecision,
   RateLimitLeaseRequest,
   RateLimiterOptions,
+  RateLimiterPolicy,
   RateLimiterStatus,
   RateLimitRequest,
   RateLimitSettlement,
@@ -28,6 +29,7 @@ export type {
   RateLimitLeaseDecision,
   RateLimitLeaseRequest,
   RateLimiterOptions,
+  RateLimiterPolicy,
   RateLimiterStatus,
   RateLimitRequest,
   RateLimitSettlement,
@@ -55,7 +57,7 @@ export declare class RateLimiterServer extends DurableObject {
    * bucket; missing fields come from the instance options), consumes `cost` (default 1)
    * and returns the decision with the bucket's state and the exact retry time.
    */
-  limit(key: string, cost?: number, policy?: RateLimiterOptions): RateLimitDecision;
+  limit(key: string, cost?: number, policy?: RateLimiterPolicy): RateLimitDecision;
   /**
    * `limit` over several keys, all or nothing: every enforced bucket consumes, or none does.
    * With `permit` (a concurrency limit), the permit too: it is granted and they consume, or
@@ -74,7 +76,7 @@ export declare class RateLimiterServer extends DurableObject {
   limitLeased(
     key: string,
     cost?: number,
-    policy?: RateLimiterOptions,
+    policy?: RateLimiterPolicy,
     lease?: RateLimitLeaseRequest,
   ): RateLimitLeaseDecision;
   /** Ends a lease of `key`: its unused tokens go back. False when it had ended already. */

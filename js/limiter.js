@@ -144,6 +144,11 @@ export class LocalLimiter {
     return this.#guard(blocksNow);
   }
 
+  /** When the block of `key` in force ends (epoch ms), or undefined. */
+  blockedUntil(key) {
+    return this.#guard(blockedUntilNow, key);
+  }
+
   /** Puts back a block of `key` that ends at `untilMs` (epoch ms). */
   restoreBlock(key, untilMs) {
     this.#guard(restoreBlockNow, key, untilMs);
@@ -299,6 +304,10 @@ function unblockNow(limiter, key) {
 
 function blocksNow(limiter) {
   return limiter.blocks(Date.now());
+}
+
+function blockedUntilNow(limiter, key) {
+  return limiter.blockedUntil(Date.now(), key);
 }
 
 function restoreBlockNow(limiter, key, untilMs) {

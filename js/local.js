@@ -553,12 +553,12 @@ function overBound(last, { maxTokens, intervalMs }) {
 /** The stub, made now if `stub` is a function that makes it. */
 const stubOf = (stub) => (typeof stub === 'function' ? stub() : stub);
 
-/** Whether `policy` is undefined or an object with no fields but the two of a policy. */
+/** Whether `policy` is undefined or an object with no fields but those of a policy. */
 function plain(policy) {
   if (policy === undefined) return true;
   if (typeof policy !== 'object' || policy === null || Array.isArray(policy)) return false;
   for (const name of Object.keys(policy)) {
-    if (name !== 'max_tokens' && name !== 'refill_every_seconds') return false;
+    if (name !== 'max_tokens' && name !== 'refill_every_seconds' && name !== 'block_seconds') return false;
   }
   return true;
 }

@@ -6,13 +6,14 @@ import type {
   RateLimitLeaseDecision,
   RateLimitLeaseRequest,
   RateLimiterOptions,
+  RateLimiterPolicy,
   RateLimitPermitRequest,
   RateLimitRelease,
   RateLimitRequest,
 } from './index.js';
 
 /** A limit: the limiter's policy fields plus `name`, its bucket and its name in the headers. */
-export interface RateLimitPolicy extends RateLimiterOptions {
+export interface RateLimitPolicy extends RateLimiterPolicy {
   /** Printable ASCII. Default `"default"`; in an array `"default-1"`, `"default-2"`… */
   name?: string;
   /**

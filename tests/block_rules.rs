@@ -33,6 +33,7 @@ fn a_blocked_key_is_denied_every_call_with_the_time_left_and_takes_nothing() {
                 cost: cost(1.0),
                 policy: None,
                 shadow: false,
+                penalty: None,
             }],
             at_ms(1_000.0),
         )
@@ -90,12 +91,14 @@ fn a_blocked_enforced_member_denies_all_and_a_blocked_shadow_member_nothing() {
                 cost: cost(1.0),
                 policy: None,
                 shadow: false,
+                penalty: None,
             },
             Request {
                 key: b"daily",
                 cost: cost(1.0),
                 policy: None,
                 shadow,
+                penalty: None,
             },
         ]
     };
@@ -127,6 +130,79 @@ fn a_penalty_does_not_extend_a_block_and_unblock_ends_one() {
     l.block(b"k", SECOND, at_ms(6_000.0));
     l.reset(b"k");
     assert!(!l.consume(b"k", cost(1.0), at_ms(6_000.0)));
+}
+
+#[test]
+fn a_penalty_blocks_the_key_of_a_denial_and_the_denial_says_so() {
+    let mut l = Limiter::new(1);
+    let policy = Some(OptionsPatch {
+        max_tokens: Some(2.0),
+        refill_every_seconds: Some(1.0),
+    });
+    for _ in 0..2 {
+        assert!(
+            l.limit(b"login", cost(1.0), policy, at_ms(0.0))
+                .unwrap()
+                .allowed
+        );
+    }
+    let mut denied = l.limit(b"login", cost(1.0), policy, at_ms(0.0)).unwrap();
+    assert_eq!(denied.retry_after_ms, Some(1_000.0));
+    l.apply_penalty(b"login", &mut denied, 900 * SECOND, at_ms(0.0));
+    assert_eq!(denied.retry_after_ms, Some(900_000.0));
+    // A denial during the block does not extend it.
+    let mut again = l
+        .limit(b"login", cost(1.0), policy, at_ms(100_000.0))
+        .unwrap();
+    l.apply_penalty(b"login", &mut again, 900 * SECOND, at_ms(100_000.0));
+    assert_eq!(again.retry_after_ms, Some(800_000.0));
+    // An allowed call is not penalized.
+    let mut allowed = l.limit(b"other", cost(1.0), policy, at_ms(0.0)).unwrap();
+    l.apply_penalty(b"other", &mut allowed, 900 * SECOND, at_ms(0.0));
+    assert_eq!(l.blocked_until(b"other", at_ms(0.0)), None);
+}
+
+#[test]
+fn in_limit_all_only_an_enforced_member_without_room_is_penalized() {
+    let mut l = Limiter::new(1);
+    let tight = Some(OptionsPatch {
+        max_tokens: Some(1.0),
+        refill_every_seconds: Some(60.0),
+    });
+    let member = |key, shadow| Request {
+        key,
+        cost: cost(1.0),
+        policy: tight,
+        shadow,
+        penalty: Some(300 * SECOND),
+    };
+    let members = [member(b"a", false), member(b"b", false), member(b"c", true)];
+    assert!(l.consume(b"unrelated", cost(1.0), at_ms(0.0)));
+    assert!(
+        l.limit_all(&[member(b"a", false)], at_ms(0.0))
+            .unwrap()
+            .allowed
+    );
+    assert!(
+        l.limit_all(&[member(b"c", false)], at_ms(0.0))
+            .unwrap()
+            .allowed
+    );
+    let all = l.limit_all(&members, at_ms(0.0)).unwrap();
+    assert!(!all.allowed);
+    assert_eq!(all.retry_after_ms, Some(300_000.0));
+    assert!(
+        l.blocked_until(b"a", at_ms(0.0)).is_some(),
+        "no room: penalized"
+    );
+    assert!(
+        l.blocked_until(b"b", at_ms(0.0)).is_none(),
+        "had room: not at fault"
+    );
+    assert!(
+        l.blocked_until(b"c", at_ms(0.0)).is_none(),
+        "on trial: never blocks"
+    );
 }
 
 #[test]

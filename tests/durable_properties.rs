@@ -241,7 +241,7 @@ proptest! {
                         .collect();
                     let requests: Vec<Request<'_>> = owned
                         .iter()
-                        .map(|(key, cost)| Request { key, cost: *cost, policy: None, shadow: false })
+                        .map(|(key, cost)| Request { key, cost: *cost, policy: None, shadow: false, penalty: None })
                         .collect();
                     for (k, _) in &owned {
                         durable.load(k, now);

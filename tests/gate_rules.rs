@@ -223,6 +223,7 @@ fn with_rate_limits_a_permit_is_all_or_nothing_in_one_call() {
             refill_every_seconds: Some(60.0),
         }),
         shadow: false,
+        penalty: None,
     };
     let permit = PermitAsk {
         key: b"gen",

@@ -188,6 +188,7 @@ fn request<'a>(key: &'a [u8], c: f64, p: Option<OptionsPatch>) -> Request<'a> {
         cost: cost(c),
         policy: p,
         shadow: false,
+        penalty: None,
     }
 }
 

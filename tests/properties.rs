@@ -363,6 +363,7 @@ proptest! {
                 cost: Cost::new(*c).unwrap(),
                 policy: p.map(|(m, s)| OptionsPatch { max_tokens: Some(m.into()), refill_every_seconds: Some(s) }),
                 shadow: *shadow,
+                penalty: None,
             }).collect();
             let at = Instant::from_millis(now as f64);
             let before = engine.clone();

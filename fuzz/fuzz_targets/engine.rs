@@ -873,6 +873,7 @@ impl Harness {
                     cost,
                     policy: *policy,
                     shadow: false,
+                    penalty: None,
                 });
                 raws.push(*raw);
             }

@@ -64,6 +64,21 @@ impl RateLimiter {
             .collect()
     }
 
+    /// When the block of `key` in force ends (epoch ms, rounded up), if there is one: for
+    /// the durable class, which saves the blocks a penalty begins.
+    #[wasm_bindgen(js_name = blockedUntil)]
+    pub fn blocked_until(
+        &mut self,
+        now_ms: f64,
+        #[wasm_bindgen(unchecked_param_type = "string")] key: &JsValue,
+    ) -> Result<Option<f64>, JsValue> {
+        encode_key(key, "key", &mut self.key)?;
+        let end = self
+            .engine
+            .blocked_until(&self.key, Instant::from_millis(now_ms));
+        Ok(end.map(|end| (end.as_nanos() as f64 / 1e6).ceil()))
+    }
+
     /// Puts back a block that ends at `until_ms` (epoch ms), as the durable class saved it.
     #[wasm_bindgen(js_name = restoreBlock)]
     pub fn restore_block(

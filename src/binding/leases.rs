@@ -19,17 +19,21 @@ impl RateLimiter {
         now_ms: f64,
         #[wasm_bindgen(unchecked_param_type = "string")] key: &JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "number")] cost: &JsValue,
-        #[wasm_bindgen(unchecked_optional_param_type = "RateLimiterOptions")] policy: &JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "RateLimiterPolicy")] policy: &JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "RateLimitLeaseRequest")] lease: &JsValue,
     ) -> Result<JsValue, JsValue> {
         let cost = self.read_key_and_cost(key, cost)?;
-        let policy = read_policy(policy, "policy")?;
+        let (policy, penalty) = read_policy(policy, "policy")?;
         let request = read_lease_request(lease, "lease")?;
         let now = Instant::from_millis(now_ms);
-        let decision = self
+        let mut decision = self
             .engine
             .limit_shared(&self.key, cost, policy, request.settle, request.ask, now)
             .map_err(|e| e.within("policy"))?;
+        if let Some(nanos) = penalty {
+            self.engine
+                .apply_penalty(&self.key, &mut decision.decision, nanos, now);
+        }
         Ok(lease_decision_object(&decision, now).into())
     }
 

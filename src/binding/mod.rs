@@ -34,7 +34,7 @@ pub use types::{
     RateLimitAllDecision, RateLimitDecision, RateLimitGatePolicy, RateLimitGateStatus,
     RateLimitLease, RateLimitLeaseRequest, RateLimitPermit, RateLimitPermitRequest,
     RateLimitRelease, RateLimitRequest, RateLimitSettlement, RateLimitShare, RateLimitShareTerm,
-    RateLimiterOptions, RateLimiterStatus,
+    RateLimiterOptions, RateLimiterPolicy, RateLimiterStatus,
 };
 
 /// What the fast paths (`checkText`, `consumeText`) answer.
@@ -178,12 +178,12 @@ impl RateLimiter {
         now_ms: f64,
         #[wasm_bindgen(unchecked_param_type = "string")] key: &JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "number")] cost: &JsValue,
-        #[wasm_bindgen(unchecked_optional_param_type = "RateLimiterOptions")] policy: &JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "RateLimiterPolicy")] policy: &JsValue,
     ) -> Result<Ts<RateLimitDecision>, JsValue> {
         let cost = self.read_key_and_cost(key, cost)?;
-        let policy = read_policy(policy, "policy")?;
+        let (policy, penalty) = read_policy(policy, "policy")?;
         let key = std::mem::take(&mut self.key);
-        let decision = self.decide(&key, cost, policy, now_ms);
+        let decision = self.decide(&key, cost, policy, penalty, now_ms);
         self.key = key;
         decision
     }
@@ -207,7 +207,7 @@ impl RateLimiter {
             max_tokens: present(max_tokens),
             refill_every_seconds: present(refill_every_seconds),
         });
-        self.decide(key.as_bytes(), cost, policy, now_ms)
+        self.decide(key.as_bytes(), cost, policy, None, now_ms)
     }
 
     /// `limit` over several keys, all or nothing. `load` (see the module docs) is called
@@ -279,13 +279,17 @@ impl RateLimiter {
         key: &[u8],
         cost: Cost,
         policy: Option<OptionsPatch>,
+        penalty: Option<u64>,
         now_ms: f64,
     ) -> Result<Ts<RateLimitDecision>, JsValue> {
         let now = Instant::from_millis(now_ms);
-        let decision = self
+        let mut decision = self
             .engine
             .limit(key, cost, policy, now)
             .map_err(|e| e.within("policy"))?;
+        if let Some(nanos) = penalty {
+            self.engine.apply_penalty(key, &mut decision, nanos, now);
+        }
         Ok(Ts::new_unchecked(decision_object(&decision).into()))
     }
 }

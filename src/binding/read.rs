@@ -9,8 +9,8 @@ use wasm_bindgen::prelude::*;
 use super::errors::JsSpelling;
 use super::key::encode_key;
 use crate::engine::{
-    decimal, join, permit_cost, permit_id, Cost, Error, GatePolicy, LeaseAsk, OptionsPatch,
-    Request, Settlement, Spelling,
+    block_nanos, decimal, join, permit_cost, permit_id, Cost, Error, GatePolicy, LeaseAsk,
+    OptionsPatch, Request, Settlement, Spelling,
 };
 
 #[wasm_bindgen]
@@ -28,6 +28,7 @@ pub(crate) struct OwnedRequest {
     pub cost: Cost,
     pub policy: Option<OptionsPatch>,
     pub shadow: bool,
+    pub penalty: Option<u64>,
 }
 
 impl OwnedRequest {
@@ -38,6 +39,7 @@ impl OwnedRequest {
             cost: self.cost,
             policy: self.policy,
             shadow: self.shadow,
+            penalty: self.penalty,
         }
     }
 }
@@ -148,6 +150,12 @@ pub(crate) fn read_options(
         &FIELDS,
         "max_tokens and refill_every_seconds",
     )?;
+    read_patch(object, name, nested)
+}
+
+/// The two fields of options, read from `object` (checked already).
+fn read_patch(object: &Object, name: &str, nested: bool) -> Result<OptionsPatch, Error> {
+    const FIELDS: [&str; 2] = ["max_tokens", "refill_every_seconds"];
     let number = |field: &str| -> Result<Option<f64>, Error> {
         let path = if nested {
             join(&[name, ".", field])
@@ -164,12 +172,27 @@ pub(crate) fn read_options(
     })
 }
 
-/// A `limit()` policy named `name`; `undefined` means none.
-pub(crate) fn read_policy(policy: &JsValue, name: &str) -> Result<Option<OptionsPatch>, Error> {
+/// A `limit()` policy named `name` and its penalty (`block_seconds`, in nanoseconds);
+/// `undefined` means neither.
+pub(crate) fn read_policy(
+    policy: &JsValue,
+    name: &str,
+) -> Result<(Option<OptionsPatch>, Option<u64>), Error> {
     if policy.is_undefined() {
-        return Ok(None);
+        return Ok((None, None));
     }
-    read_options(policy, name, true).map(Some)
+    let object = read_object(
+        policy,
+        name,
+        &["max_tokens", "refill_every_seconds", "block_seconds"],
+        "max_tokens, refill_every_seconds and block_seconds",
+    )?;
+    let patch = read_patch(object, name, true)?;
+    let path = join(&[name, ".block_seconds"]);
+    let penalty = read_field(object, "block_seconds", &path)?
+        .map(|v| read_number(&v, &path).and_then(|s| block_nanos(s, &path)))
+        .transpose()?;
+    Ok((Some(patch), penalty))
 }
 
 /// The requests of a `limitAll` call.
@@ -203,7 +226,7 @@ pub(crate) fn read_requests(requests: &JsValue) -> Result<Vec<OwnedRequest>, Err
         let (value, cost_path) = field("cost")?;
         let cost = read_cost(&value, &cost_path)?;
         let (value, policy_path) = field("policy")?;
-        let policy = read_policy(&value, &policy_path)?;
+        let (policy, penalty) = read_policy(&value, &policy_path)?;
         let (value, shadow_path) = field("shadow")?;
         let shadow = read_flag(&value, &shadow_path)?;
         out.push(OwnedRequest {
@@ -211,6 +234,7 @@ pub(crate) fn read_requests(requests: &JsValue) -> Result<Vec<OwnedRequest>, Err
             cost,
             policy,
             shadow,
+            penalty,
         });
     }
     Ok(out)

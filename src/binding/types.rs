@@ -17,6 +17,22 @@ pub struct RateLimiterOptions {
     pub refill_every_seconds: Option<f64>,
 }
 
+/// A key's own options (`limit`, `limitLeased`, a `limitAll` request): the fields of the
+/// options, and a penalty.
+#[derive(Tsify)]
+pub struct RateLimiterPolicy {
+    /// As in the options. Default: the instance options'.
+    #[tsify(optional, type = "number | undefined")]
+    pub max_tokens: Option<f64>,
+    /// As in the options. Default: the instance options'.
+    #[tsify(optional, type = "number | undefined")]
+    pub refill_every_seconds: Option<f64>,
+    /// A penalty: a call under this policy that is denied blocks the key for this many
+    /// seconds (finite, > 0, at most a year), unless a block is in force.
+    #[tsify(optional, type = "number | undefined")]
+    pub block_seconds: Option<f64>,
+}
+
 /// The state of one key's bucket, as `getStatus` reports it. Consumes nothing.
 #[derive(Tsify)]
 pub struct RateLimiterStatus {
@@ -60,8 +76,8 @@ pub struct RateLimitRequest {
     pub cost: Option<f64>,
     /// Options for this key, remembered by its bucket; missing fields come from the
     /// instance options. Default: the key's remembered policy, else the instance options.
-    #[tsify(optional, type = "RateLimiterOptions | undefined")]
-    pub policy: Option<RateLimiterOptions>,
+    #[tsify(optional, type = "RateLimiterPolicy | undefined")]
+    pub policy: Option<RateLimiterPolicy>,
     /// A limit on trial: it never changes the answer, and takes its cost (if it has room)
     /// only when the other requests allowed. Default: false.
     #[tsify(optional, type = "boolean | undefined")]

@@ -6,7 +6,7 @@ use foldhash::fast::FixedState;
 
 use super::error::Error;
 use super::keyed::Keyed;
-use super::limiter::Limiter;
+use super::limiter::{after_block, Decision, Limiter};
 use super::time::{ceil_millis, Instant};
 
 /// The longest block: a year.
@@ -114,6 +114,18 @@ impl Limiter {
         }
         self.block(key, nanos, now);
         self.blocked_until(key, now).is_some()
+    }
+
+    /// A penalty on a denial: a `decision` that was denied blocks `key` for `nanos` (unless a
+    /// block is in force), and then waits for the block's end.
+    pub fn apply_penalty(&mut self, key: &[u8], decision: &mut Decision, nanos: u64, now: Instant) {
+        if decision.allowed {
+            return;
+        }
+        self.penalize(key, nanos, now);
+        if let Some(end) = self.blocked_until(key, now) {
+            decision.retry_after_ms = after_block(decision.retry_after_ms, end, now);
+        }
     }
 
     /// Every block in force at `now`: its key and its end.

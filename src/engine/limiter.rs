@@ -90,6 +90,9 @@ pub struct Request<'a> {
     /// A limit on trial: it never changes the answer, and takes its cost (when it has
     /// room) only if the other members allowed.
     pub shadow: bool,
+    /// A penalty: when the call is denied and this (enforced) member had no room, its key
+    /// is blocked for these nanoseconds, unless a block is in force.
+    pub penalty: Option<u64>,
 }
 
 /// What `limit_all` reports: all enforced members consumed, or none did.
@@ -392,6 +395,9 @@ impl Limiter {
             if let Some(end) = block {
                 decision.retry_after_ms = after_block(decision.retry_after_ms, end, now);
             }
+            if let (Some(nanos), false, false) = (request.penalty, request.shadow, allowed) {
+                self.apply_penalty(request.key, &mut decision, nanos, now);
+            }
             results.push(decision);
         }
         let retry_after_ms = results
@@ -528,6 +534,6 @@ fn whole_millis(nanos: u128) -> u128 {
 }
 
 /// A wait that also waits out a block ending at `end`: the later of the two (never stays never).
-fn after_block(wait: Option<f64>, end: Instant, now: Instant) -> Option<f64> {
+pub(super) fn after_block(wait: Option<f64>, end: Instant, now: Instant) -> Option<f64> {
     wait.map(|ms| ms.max(millis_until(end, now)))
 }

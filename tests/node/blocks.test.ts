@@ -89,3 +89,42 @@ describe('DurableRateLimiterServer blocks through an eviction', () => {
     expect(new RateLimiterServer(ctx, {}).consume('mallory')).toBe(true);
   });
 });
+
+describe('a penalty: block_seconds in a policy', () => {
+  const LOGIN = { max_tokens: 3, refill_every_seconds: 60, block_seconds: 900 };
+  for (const Server of [RateLimiterServer, DurableRateLimiterServer]) {
+    it(`${Server.name}: the denial that goes over blocks the key, and says so; a denial during the block extends nothing`, () => {
+      const ctx = {} as Ctx;
+      const server = new Server(ctx, {});
+      for (let i = 0; i < 3; i++) expect(server.limit('login:alice', 1, LOGIN).allowed).toBe(true);
+      expect(server.limit('login:alice', 1, LOGIN)).toMatchObject({ allowed: false, retry_after_ms: 900_000 });
+      vi.setSystemTime(T0 + 300 * SECOND);
+      // The bucket has refilled 5 tokens' worth by now: the block alone denies.
+      expect(server.limit('login:alice', 1, LOGIN)).toMatchObject({ allowed: false, retry_after_ms: 600_000 });
+      expect(server.blocked().keys).toEqual([{ key: 'login:alice', blocked_for_ms: 600_000 }]);
+      if (Server === DurableRateLimiterServer) {
+        expect(new DurableRateLimiterServer(ctx, {}).limit('login:alice', 1, LOGIN)).toMatchObject({ retry_after_ms: 600_000 });
+      }
+      vi.setSystemTime(T0 + 900 * SECOND);
+      expect(server.limit('login:alice', 1, LOGIN).allowed).toBe(true);
+      // limitAll: only an enforced member without room is penalized.
+      const all = server.limitAll([
+        { key: 'second', policy: { max_tokens: 1, refill_every_seconds: 1 } },
+        { key: 'daily', policy: { max_tokens: 1, refill_every_seconds: 86_400, block_seconds: 3_600 } },
+      ]);
+      expect(all.allowed).toBe(true);
+      const over = server.limitAll([
+        { key: 'second', policy: { max_tokens: 1, refill_every_seconds: 1 } },
+        { key: 'daily', policy: { max_tokens: 1, refill_every_seconds: 86_400, block_seconds: 3_600 } },
+      ]);
+      expect(over.allowed).toBe(false);
+      expect(server.blocked().keys.map((b) => b.key)).toEqual(['daily']);
+      expect(thrown(() => server.limit('k', 1, { block_seconds: 0 })).message).toBe(
+        'policy.block_seconds must be a finite number > 0 and at most 31536000, got 0',
+      );
+      expect(thrown(() => server.setOptions({ block_seconds: 5 } as never)).message).toBe(
+        'options has no field "block_seconds" (the fields are max_tokens and refill_every_seconds)',
+      );
+    });
+  }
+});

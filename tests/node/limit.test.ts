@@ -633,13 +633,13 @@ describe('limit() rejects bad input and changes nothing', () => {
       name: 'an unknown field',
       policy: { x: 1 },
       kind: 'TypeError',
-      message: 'policy has no field "x" (the fields are max_tokens and refill_every_seconds)',
+      message: 'policy has no field "x" (the fields are max_tokens, refill_every_seconds and block_seconds)',
     },
     {
       name: 'a typo next to a good field',
       policy: { max_tokens: 3, refill_every_second: 1 },
       kind: 'TypeError',
-      message: 'policy has no field "refill_every_second" (the fields are max_tokens and refill_every_seconds)',
+      message: 'policy has no field "refill_every_second" (the fields are max_tokens, refill_every_seconds and block_seconds)',
     },
     {
       name: "max_tokens '3'",
@@ -1158,7 +1158,7 @@ describe('limitAll()', () => {
         name: 'a policy with an unknown field',
         requests: [{ key: 'a', policy: { x: 1 } }],
         kind: 'TypeError',
-        message: 'requests[0].policy has no field "x" (the fields are max_tokens and refill_every_seconds)',
+        message: 'requests[0].policy has no field "x" (the fields are max_tokens, refill_every_seconds and block_seconds)',
       },
       {
         name: 'a null policy',

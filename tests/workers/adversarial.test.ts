@@ -262,12 +262,13 @@ const UNKNOWN: [string, Record<string, unknown>, string][] = [
   ['a case variant', { MAX_TOKENS: 5 }, 'MAX_TOKENS'],
 ];
 const FIELDS = '(the fields are max_tokens and refill_every_seconds)';
+const POLICY_FIELDS = '(the fields are max_tokens, refill_every_seconds and block_seconds)';
 for (const [label, value, field] of UNKNOWN) {
   bad(`setOptions: unknown field, ${label}`, 'setOptions', [value], 'TypeError', `options has no field "${field}" ${FIELDS}`);
-  bad(`limit: unknown policy field, ${label}`, 'limit', ['p', 1, value], 'TypeError', `policy has no field "${field}" ${FIELDS}`);
+  bad(`limit: unknown policy field, ${label}`, 'limit', ['p', 1, value], 'TypeError', `policy has no field "${field}" ${POLICY_FIELDS}`);
 }
 bad('limitAll: unknown policy field', 'limitAll', [[{ key: 'p', policy: { max_tokens: 5, x: 1 } }]], 'TypeError',
-  `requests[0].policy has no field "x" ${FIELDS}`);
+  `requests[0].policy has no field "x" ${POLICY_FIELDS}`);
 
 // limitAll: the list, each request, and each request's fields.
 const REQUESTS: [string, unknown, string][] = [

@@ -2,6 +2,9 @@
 // projects (the in-memory class and the durable one on SQLite): a blocked key denied every
 // call with the time left, unblock, the list of blocked keys, and hostile input that gets
 // the exact error and changes nothing. The clock is faked.
+import { env } from 'cloudflare:workers';
+import { createExecutionContext } from 'cloudflare:test';
+import { LocalLimits, rateLimit } from '@delightstack/rate-limiter/middleware';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { limiter, rejection } from './support';
 
@@ -57,5 +60,26 @@ describe('blocks over RPC', () => {
     }
     expect(got).toEqual(cases.map(([, kind, message]) => [kind, message]));
     expect(await stub.blocked()).toEqual({ keys: [{ key: 'k', blocked_for_ms: 10_000 }], next: null });
+  });
+});
+
+describe('a penalty through the middleware', () => {
+  it('the request that goes over blocks its client for block_seconds, and every request until then hears the time left', async () => {
+    const local = new LocalLimits();
+    const policy = { name: 'login', max_tokens: 2, refill_every_seconds: 60, block_seconds: 300 };
+    const fetch = rateLimit({ binding: 'LIMITER', policy, local })(async () => new Response('ok'));
+    const request = () => new Request('https://example.com/login', { headers: { 'CF-Connecting-IP': '198.51.100.190' } });
+    const ctx = createExecutionContext();
+    const statuses = [];
+    for (let i = 0; i < 3; i++) statuses.push((await fetch(request(), env, ctx)).status);
+    expect(statuses).toEqual([200, 200, 429]);
+    at(120_000);
+    // Two tokens are back by now, but the block holds, with the time left.
+    const held = await fetch(request(), env, ctx);
+    expect(held.status).toBe(429);
+    expect(held.headers.get('Retry-After')).toBe('180');
+    expect((await limiter('198.51.100.190').blocked()).keys).toEqual([{ key: 'login', blocked_for_ms: 180_000 }]);
+    at(300_000);
+    expect((await fetch(request(), env, ctx)).status).toBe(200);
   });
 });

@@ -532,7 +532,7 @@ describe('errors over RPC keep their class and message, and change nothing', () 
       [
         () => stub.limit('k', 1, { max_token: 5 } as unknown as RateLimiterOptions),
         'TypeError',
-        'policy has no field "max_token" (the fields are max_tokens and refill_every_seconds)',
+        'policy has no field "max_token" (the fields are max_tokens, refill_every_seconds and block_seconds)',
       ],
       [
         () => stub.limit('k', 1, { max_tokens: '5' } as unknown as RateLimiterOptions),

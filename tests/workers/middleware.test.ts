@@ -611,7 +611,7 @@ describe('when the Durable Object call fails', () => {
     const handler = counting();
     for (const [p, name, message] of [
       [{ name: 'bad', max_tokens: 0 }, 'RangeError', 'policy.max_tokens must be a whole number from 1 to 9007199254740991, got 0'],
-      [{ name: 'bad', max_token: 5 }, 'TypeError', 'policy has no field "max_token" (the fields are max_tokens and refill_every_seconds)'],
+      [{ name: 'bad', max_token: 5 }, 'TypeError', 'policy has no field "max_token" (the fields are max_tokens, refill_every_seconds and block_seconds)'],
       [[{ name: 'bad' }, { name: 'worse', refill_every_seconds: -1 }], 'RangeError', 'requests[1].policy.refill_every_seconds must be a finite number > 0, got -1'],
     ] as const) {
       const fetch = rateLimit({ binding: 'LIMITER', policy: p as never, failOpen: true, onError })(handler);

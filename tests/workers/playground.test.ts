@@ -131,7 +131,7 @@ describe('POST /api/limit', () => {
       [{ key, cost: 1, policy: { max_tokens: 0, refill_every_seconds: 1 } }, 'RangeError',
         'policy.max_tokens must be a whole number from 1 to 9007199254740991, got 0'],
       [{ key, cost: 1, policy: { max_token: 5 } }, 'TypeError',
-        'policy has no field "max_token" (the fields are max_tokens and refill_every_seconds)'],
+        'policy has no field "max_token" (the fields are max_tokens, refill_every_seconds and block_seconds)'],
       [{ key, cost: -1 }, 'RangeError', 'cost must be a finite number >= 0, got -1'],
       [{ key, cost: null }, 'TypeError', 'cost must be a number, got null'],
       [{ key: 5 }, 'TypeError', 'key must be a string, got number 5'],
