@@ -9,6 +9,7 @@ import { checkRateLimit, honoRateLimit, rateLimit } from '@delightstack/rate-lim
 import type { RateLimiterNamespace, RateLimitMiddlewareOptions } from '@delightstack/rate-limiter/middleware';
 import { Hono } from 'hono';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { collectingContext } from './support';
 
 const T0 = Date.UTC(2026, 3, 1);
 const stub = (key: string) => env.LIMITER.get(env.LIMITER.idFromName(key));
@@ -23,17 +24,6 @@ afterEach(() => {
   vi.useRealTimers();
   vi.restoreAllMocks();
 });
-
-/** A context whose waitUntil keeps the promises, for the test to await. */
-function collectingContext() {
-  const pending: Promise<unknown>[] = [];
-  const context = {
-    waitUntil: (promise: Promise<unknown>) => void pending.push(promise),
-    passThroughOnException: () => {},
-    props: {},
-  } as unknown as ExecutionContext;
-  return { context, settled: () => Promise.all(pending.splice(0)) };
-}
 
 /** A handler whose responses wait until the test lets each one go. */
 function held() {

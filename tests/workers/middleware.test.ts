@@ -22,7 +22,7 @@ import type {
   RateLimitPolicy,
 } from '@delightstack/rate-limiter/middleware';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { rejection } from './support';
+import { collectingContext, rejection } from './support';
 
 const T0 = Date.UTC(2026, 3, 1);
 const at = (ms: number) => vi.setSystemTime(T0 + ms);
@@ -766,17 +766,6 @@ describe('standardHeaders and legacyHeaders', () => {
     }
   });
 });
-
-/** An execution context that keeps what is handed to waitUntil, to await it. */
-function collectingContext() {
-  const pending: Promise<unknown>[] = [];
-  const context = {
-    waitUntil: (promise: Promise<unknown>) => void pending.push(promise),
-    passThroughOnException: () => {},
-    props: {},
-  } as unknown as ExecutionContext;
-  return { context, settled: () => Promise.all(pending.splice(0)) };
-}
 
 /** env.LIMITER with its stubs' refund replaced by `refund` (given the real stub). */
 function withRefund(refund: (real: ReturnType<typeof env.LIMITER.get>, key: string, tokens: number) => Promise<void>) {

@@ -16,3 +16,17 @@ export const rejection = (promise: Promise<unknown>) =>
     () => null,
     (e: unknown) => e as Error,
   );
+
+/**
+ * An ExecutionContext whose waitUntil keeps the promises it is given; `settled()` awaits those
+ * handed over so far (the middleware's background refunds, releases and hooks).
+ */
+export function collectingContext() {
+  const pending: Promise<unknown>[] = [];
+  const context = {
+    waitUntil: (promise: Promise<unknown>) => void pending.push(promise),
+    passThroughOnException: () => {},
+    props: {},
+  } as unknown as ExecutionContext;
+  return { context, settled: () => Promise.all(pending.splice(0)) };
+}
