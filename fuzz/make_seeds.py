@@ -110,6 +110,11 @@ def acquire(k, cost=1, max_in_flight=1, ttl_seconds=None):
     return bytes([15, 7]) + key(k) + bytes([1]) + num(cost) + num(max_in_flight) + ttl
 
 
+def block(k, ms, cost=1):
+    """A block of `ms` on a copy of the limiter, then a call of `cost` (op 15, sub-op 7, 3)."""
+    return bytes([15, 7]) + key(k) + bytes([3]) + struct.pack("<H", ms) + num(cost)
+
+
 def release(k, pick):
     """A gate op releasing a granted id (picked by `pick`), or a made-up one when pick % 4 == 0."""
     return bytes([15, 7]) + key(k) + bytes([0]) + struct.pack("<Q", pick)
@@ -190,7 +195,8 @@ SEEDS = {
     + consume(A, 4),
     "gates": seed(23) + acquire(A, 1, 2, 5) * 3 + release(A, 5) + release(A, 5) + acquire(A, 2, 3, 1)
     + advance_ms(1500) + acquire(A, 1, 2) + release(A, 8) + acquire(A, "nan", 2) + acquire(A, 1, 0)
-    + acquire(B, 3, 2) + release(B, 4) + acquire(LONE, 1, "max_safe", 600) + status(A),
+    + acquire(B, 3, 2) + release(B, 4) + acquire(LONE, 1, "max_safe", 600) + status(A)
+    + block(A, 1500) + consume(A, 2) + block(B, 1, "nan") + block(USER, 60000, 11),
     "check_then_consume": seed(22) + set_options(max_tokens=2) + check(A, 2) + consume(A, 2)
     + check(A) + consume(A) + check(A, 0) + consume(A, 0) + check(A, 3) + consume(A, 3),
 }

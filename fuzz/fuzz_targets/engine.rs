@@ -34,6 +34,9 @@
 //!   as docs/SPEC.md says and changes nothing; a granted permit leaves the key's live
 //!   permits costing at most `max_in_flight`, and `in_flight` is what they cost; a release
 //!   ends only a permit that was granted on that key and not released, once.
+//! - blocks, on a copy of the limiter: a blocked key is denied every call (`consume`,
+//!   `check`, `limit`), takes nothing and waits at least the time left; `unblock` brings back
+//!   exactly the answers of the limiter that was never blocked.
 #![no_main]
 
 use std::collections::{HashMap, HashSet};
@@ -335,6 +338,34 @@ impl Harness {
             assert!(!d.allowed);
             assert_eq!(d.retry_after_ms.is_none(), cost > d.limit, "{d:?}");
         }
+    }
+
+    /// Blocks `key` on a copy for `ms`: everything is denied there and nothing changes; then
+    /// unblocked, the copy answers as the original.
+    fn op_block(&mut self, key: &[u8], ms: u16, cost: f64) {
+        if !self.copies(2) {
+            return;
+        }
+        let Ok(cost) = Cost::new(cost) else { return };
+        let nanos = u64::from(ms.max(1)) * NANOS_PER_MS;
+        if self.now.saturating_add(nanos).saturating_since(self.now) != nanos {
+            return; // (at the end of representable time a block would be cut short)
+        }
+        let mut blocked = self.limiter.clone();
+        let before = blocked.status(key, self.now);
+        blocked.block(key, nanos, self.now);
+        assert!(!blocked.check(key, cost, self.now));
+        assert!(!blocked.consume(key, cost, self.now));
+        let d = blocked.limit(key, cost, None, self.now).unwrap();
+        assert!(!d.allowed, "{d:?}");
+        if let Some(wait) = d.retry_after_ms {
+            assert!(wait >= f64::from(ms.max(1)), "{d:?} for a block of {ms} ms");
+        }
+        assert_eq!(blocked.status(key, self.now), before, "a blocked call changed the bucket");
+        assert!(blocked.unblock(key, self.now));
+        let mut original = self.limiter.clone();
+        assert_eq!(blocked.consume(key, cost, self.now), original.consume(key, cost, self.now));
+        assert_eq!(blocked.status(key, self.now), original.status(key, self.now));
     }
 
     fn op_release(&mut self, key: &[u8], pick: u64) {
@@ -1107,7 +1138,11 @@ fuzz_target!(|data: &[u8]| {
                 0 => h.op_evict_compare(),
                 7 => {
                     let key = bytes.key();
-                    if bytes.u8() % 3 == 0 {
+                    let which = bytes.u8() % 4;
+                    if which == 3 {
+                        let (ms, cost) = (bytes.u16(), bytes.number());
+                        h.op_block(&key, ms, cost);
+                    } else if which == 0 {
                         h.op_release(&key, bytes.u64());
                     } else {
                         let (cost, max) = (bytes.number(), bytes.number());
