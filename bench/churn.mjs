@@ -70,6 +70,31 @@ printTable(['', 'gates', 'buckets (baseline, above)', 'ratio'], [
   ['peak wasm memory growth', `${((peakGateMemory - gatesBefore) / MiB).toFixed(1)} MiB`, `${((peakMemory - before) / MiB).toFixed(1)} MiB`, ''],
 ]);
 
+// --- block churn: 1,000,000 keys each blocked for 1 s, 100 a fake ms; then, long after, calls
+// on one key sweep the rest away.
+const blocks = new RateLimiter(5, 6);
+let blockNow = 1_800_000_000_000;
+const blocksBefore = memory();
+let peakBlocks = 0;
+let peakBlockMemory = blocksBefore;
+for (let i = 0; i < GATE_KEYS; i++) {
+  if (i % PER_MS === 0) blockNow += 1;
+  blocks.block(blockNow, `client-${i}:login`, 1);
+  if (i % 1000 === 0) {
+    peakBlocks = Math.max(peakBlocks, blocks.blockedKeys);
+    peakBlockMemory = Math.max(peakBlockMemory, memory());
+  }
+}
+blockNow += 2_000;
+for (let i = 0; i < GATE_KEYS / 2; i++) blocks.consume(blockNow, 'busy', 0);
+const blocksLeft = blocks.blockedKeys;
+console.log(`\nBlock churn: ${fmt(GATE_KEYS)} keys blocked for 1 s each, ${PER_MS} new per fake ms (≈ ${fmt(live)} in force)\n`);
+printTable(['', 'blocks', 'buckets (baseline, above)', 'ratio'], [
+  ['peak kept / in force', `${(peakBlocks / live).toFixed(2)}×`, `${(peakStored / live).toFixed(2)}×`, `${(peakBlocks / peakStored).toFixed(2)}×`],
+  ['blocks left after all ended and 500,000 more calls', fmt(blocksLeft), '', ''],
+  ['peak wasm memory growth', `${((peakBlockMemory - blocksBefore) / MiB).toFixed(1)} MiB`, `${((peakMemory - before) / MiB).toFixed(1)} MiB`, ''],
+]);
+
 // --- HashDoS: the same number of live keys, random vs patterned.
 const N = 100_000;
 const CALLS = 1_000_000;
@@ -103,4 +128,5 @@ printTable(['patterned keys', 'ns per call', 'random keys, same lengths', 'ratio
 writeResult('churn', {
   keys: KEYS, live, peak_stored: peakStored, memory_before: before, peak_memory: peakMemory, hashdos: rows,
   gates: { keys: GATE_KEYS, peak_kept: peakGates, left: gatesLeft, memory_before: gatesBefore, peak_memory: peakGateMemory },
+  blocks: { keys: GATE_KEYS, peak_kept: peakBlocks, left: blocksLeft, memory_before: blocksBefore, peak_memory: peakBlockMemory },
 });

@@ -79,6 +79,12 @@ impl RateLimiter {
         Ok(end.map(|end| (end.as_nanos() as f64 / 1e6).ceil()))
     }
 
+    /// Keys with blocks in memory (in force, or over and not yet swept).
+    #[wasm_bindgen(getter, js_name = blockedKeys)]
+    pub fn blocked_keys(&self) -> usize {
+        self.engine.blocked_keys()
+    }
+
     /// Puts back a block that ends at `until_ms` (epoch ms), as the durable class saved it.
     #[wasm_bindgen(js_name = restoreBlock)]
     pub fn restore_block(
