@@ -4,13 +4,16 @@
 //! every call exactly as a limiter that was never evicted. The glue here follows the
 //! protocol of js/durable.js (DurableRateLimiterServer): load a key's snapshot when memory
 //! does not hold it, save a key after every call that changes it, drop snapshots that
-//! are full, and around an options change restore everything and save it all again.
+//! are full, and around an options change restore everything and save it all again; read a
+//! key's gate before every call on it and save it after every change; and read every block
+//! at the first call after an eviction, saving each block and unblock.
 
 use std::collections::HashMap;
 
 use proptest::prelude::*;
 use rate_limiter::engine::{
-    Cost, Instant, KeyedSnapshot, Lease, Limiter, OptionsPatch, Request, Settlement, StoredSnapshot,
+    gate_snapshot, Cost, GatePolicy, Instant, KeyedSnapshot, Lease, Limiter, OptionsPatch, Request,
+    Settlement, StoredSnapshot,
 };
 
 #[derive(Debug, Clone)]
@@ -57,6 +60,24 @@ enum Op {
         key: u8,
         tokens: f64,
     },
+    /// A permit on the key's gate.
+    Acquire {
+        key: u8,
+        cost: u8,
+        max: u8,
+    },
+    /// Releases the `nth` permit granted on the key (released, expired or live).
+    Release {
+        key: u8,
+        nth: u8,
+    },
+    Block {
+        key: u8,
+        ms: u32,
+    },
+    Unblock {
+        key: u8,
+    },
 }
 
 fn patch() -> impl Strategy<Value = OptionsPatch> {
@@ -95,7 +116,11 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::DropFull),
         3 => (key.clone(), cost(), 0u8..8, proptest::option::of(0u8..5))
             .prop_map(|(key, cost, want, used)| Op::Lease { key, cost, want, used }),
-        1 => (key, cost()).prop_map(|(key, tokens)| Op::Refund { key, tokens }),
+        1 => (key.clone(), cost()).prop_map(|(key, tokens)| Op::Refund { key, tokens }),
+        3 => (key.clone(), 1u8..=2, 1u8..=3).prop_map(|(key, cost, max)| Op::Acquire { key, cost, max }),
+        2 => (key.clone(), 0u8..6).prop_map(|(key, nth)| Op::Release { key, nth }),
+        1 => (key.clone(), 1u32..20_000).prop_map(|(key, ms)| Op::Block { key, ms }),
+        1 => key.prop_map(|key| Op::Unblock { key }),
     ]
 }
 
@@ -110,6 +135,12 @@ struct Durable {
     /// Every snapshot is in memory (after an options change restored them all).
     complete: bool,
     seed: u64,
+    /// Each gate's row: its snapshot bytes.
+    gates: HashMap<Vec<u8>, Vec<u8>>,
+    /// Each block's row: when it ends.
+    blocks: HashMap<Vec<u8>, Instant>,
+    /// The blocks have been read into this incarnation's memory.
+    blocks_loaded: bool,
 }
 
 impl Durable {
@@ -120,6 +151,41 @@ impl Durable {
             saved_options: None,
             complete: false,
             seed: 1,
+            gates: HashMap::new(),
+            blocks: HashMap::new(),
+            blocks_loaded: false,
+        }
+    }
+
+    /// Reads every block in force into memory, at the first call of an incarnation.
+    fn load_blocks(&mut self, now: Instant) {
+        if self.blocks_loaded {
+            return;
+        }
+        self.blocks_loaded = true;
+        for (key, end) in &self.blocks {
+            if *end > now {
+                self.limiter.block(key, end.saturating_since(now), now);
+            }
+        }
+    }
+
+    /// Replaces memory's gate of `key` by its row.
+    fn load_gate(&mut self, key: &[u8], now: Instant) {
+        let bytes = self
+            .gates
+            .get(key)
+            .cloned()
+            .unwrap_or_else(|| gate_snapshot(&[]));
+        self.limiter.restore_gate(key, &bytes, now).unwrap();
+    }
+
+    fn save_gate(&mut self, key: &[u8], now: Instant) {
+        let live = self.limiter.permits_of(key, now);
+        if live.is_empty() {
+            self.gates.remove(key);
+        } else {
+            self.gates.insert(key.to_vec(), gate_snapshot(&live));
         }
     }
 
@@ -128,6 +194,7 @@ impl Durable {
         self.seed += 1;
         self.limiter = Limiter::new(self.seed);
         self.complete = false;
+        self.blocks_loaded = false;
         if let Some(options) = self.saved_options {
             self.limiter.set_options(options, now).unwrap();
         }
@@ -194,8 +261,11 @@ proptest! {
         let mut now_ms = START_MS;
         // The last lease each limiter granted per key (ids differ: each has its own).
         let mut leases: [HashMap<u8, Lease>; 2] = [HashMap::new(), HashMap::new()];
+        // The permit ids each side granted per key, in order (each side has its own ids).
+        let mut permits: [HashMap<u8, Vec<u64>>; 2] = [HashMap::new(), HashMap::new()];
         for op in ops {
             let now = Instant::from_millis(now_ms);
+            durable.load_blocks(now);
             match op {
                 Op::Consume { key, cost } => {
                     let (k, c) = (key_bytes(key), Cost::new(cost).unwrap());
@@ -284,6 +354,51 @@ proptest! {
                     durable.limiter.refund(&k, t, now);
                     durable.save(&k);
                     memory.refund(&k, t, now);
+                }
+                Op::Acquire { key, cost, max } => {
+                    let k = key_bytes(key);
+                    let policy = GatePolicy::new(f64::from(max), Some(5.0)).unwrap();
+                    durable.load_gate(&k, now);
+                    let d = durable.limiter.acquire(&k, cost.into(), policy, now);
+                    if d.allowed {
+                        durable.save_gate(&k, now);
+                    }
+                    let m = memory.acquire(&k, cost.into(), policy, now);
+                    prop_assert_eq!((d.allowed, d.in_flight, d.ttl_ms, d.retry_after_ms), (m.allowed, m.in_flight, m.ttl_ms, m.retry_after_ms));
+                    for (side, id) in [(0, d.id), (1, m.id)] {
+                        if let Some(id) = id {
+                            permits[side].entry(key).or_default().push(id);
+                        }
+                    }
+                }
+                Op::Release { key, nth } => {
+                    let k = key_bytes(key);
+                    let nth = usize::from(nth);
+                    let (Some(d_id), Some(m_id)) = (
+                        permits[0].get(&key).and_then(|ids| ids.get(nth)).copied(),
+                        permits[1].get(&key).and_then(|ids| ids.get(nth)).copied(),
+                    ) else {
+                        continue;
+                    };
+                    durable.load_gate(&k, now);
+                    let d = durable.limiter.release(&k, d_id, now);
+                    if d.released {
+                        durable.save_gate(&k, now);
+                    }
+                    prop_assert_eq!(d, memory.release(&k, m_id, now));
+                }
+                Op::Block { key, ms } => {
+                    let k = key_bytes(key);
+                    let nanos = u64::from(ms) * 1_000_000;
+                    durable.limiter.block(&k, nanos, now);
+                    durable.blocks.insert(k.clone(), now.saturating_add(nanos));
+                    memory.block(&k, nanos, now);
+                }
+                Op::Unblock { key } => {
+                    let k = key_bytes(key);
+                    let d = durable.limiter.unblock(&k, now);
+                    durable.blocks.remove(&k);
+                    prop_assert_eq!(d, memory.unblock(&k, now));
                 }
                 Op::Advance { ms } => now_ms += f64::from(ms),
                 Op::Evict => durable.evict(now),
