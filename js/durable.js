@@ -99,38 +99,36 @@ export class DurableLimiter {
   }
 
   limitAll(requests) {
-    this.#loadBlocks();
-    const holdsAll = this.#holdsAll();
-    // The binding reads the requests once and names their keys here.
-    const keys = [];
-    const load = (key, held) => {
-      keys.push(key);
-      return held || holdsAll ? undefined : this.#buckets.snapshot(key);
-    };
-    const decision = this.#local.limitAll(requests, load);
-    for (const key of keys) this.#save(key);
-    if (!decision.allowed) for (const key of keys) this.#savePenalty(key);
-    return decision;
+    return this.#allOrNothing((load) => this.#local.limitAll(requests, load));
   }
 
   limitAllWithPermit(requests, permit) {
-    this.#loadBlocks();
-    const holdsAll = this.#holdsAll();
-    // The binding reads the requests and the permit once, and names their keys here.
-    const keys = [];
-    const load = (key, held) => {
-      keys.push(key);
-      return held || holdsAll ? undefined : this.#buckets.snapshot(key);
-    };
     let gateKey;
     const loadGate = (key) => {
       gateKey = key;
       return this.#buckets.gate(key);
     };
-    const decision = this.#local.limitAllWithPermit(requests, permit, load, loadGate);
+    const decision = this.#allOrNothing((load) => this.#local.limitAllWithPermit(requests, permit, load, loadGate));
+    if (decision.permit.id !== null) this.#saveGate(gateKey);
+    return decision;
+  }
+
+  /**
+   * A limitAll call (`call(load)`): the binding reads the requests once and names their keys
+   * to `load`, which restores those memory lacks; each is saved after, and a denial's
+   * penalties too.
+   */
+  #allOrNothing(call) {
+    this.#loadBlocks();
+    const holdsAll = this.#holdsAll();
+    const keys = [];
+    const load = (key, held) => {
+      keys.push(key);
+      return held || holdsAll ? undefined : this.#buckets.snapshot(key);
+    };
+    const decision = call(load);
     for (const key of keys) this.#save(key);
     if (!decision.allowed) for (const key of keys) this.#savePenalty(key);
-    if (decision.permit.id !== null) this.#saveGate(gateKey);
     return decision;
   }
 
