@@ -16,8 +16,8 @@ const MAX_ENTRIES = 10_000;
 // waits for the isolate's next request, and no other isolate can use it meanwhile).
 const BUSY_MS = 100;
 
-// The longest a denial is held locally (Entry.hold): how stale this isolate's view of a bucket
-// it keeps losing can get.
+// The longest a denial of this isolate's own lease call is held beyond its retry time
+// (Entry.hold): how stale this isolate's view of a bucket it keeps losing can get.
 const MAX_HOLD_MS = 10_000;
 
 /** One bucket as this isolate sees it. */
@@ -26,9 +26,13 @@ class Entry {
   lease = null;
   /** Tokens to ask for at the next call: 0 at first (exactly one call per request). */
   want = 0;
-  /** Until when (isolate clock, ms) requests are denied locally, and the denial. */
+  /**
+   * Until when (isolate clock, ms) requests are denied locally, the denial, and when its own
+   * wait ends (later than the hold when maxHoldMs cut the hold short).
+   */
   deniedUntil = 0;
   denial = null;
+  denialEnds = 0;
   /**
    * How long (ms) a denial of this isolate's own lease call is held: its retry time at first,
    * twice the last hold each time the call after a hold is denied again, half on each allowed.
@@ -71,6 +75,7 @@ export class LocalLimits {
   #maxLease;
   #clock;
   #shares;
+  #maxHoldMs;
   /** Calls made to the Durable Object, and requests answered without one. */
   calls = 0;
   localAnswers = 0;
@@ -80,9 +85,11 @@ export class LocalLimits {
    * clock: the clock skew (plus call latency) tolerated between this isolate and the object.
    * `maxLease`: the most tokens asked for at once. `clock`: the time in ms (tests pass a
    * fake one; Workers' `Date.now()` by default). `shares`: hold shares (a part of the
-   * bucket's refill, renewed in the background) instead of plain leases.
+   * bucket's refill, renewed in the background) instead of plain leases. `maxHoldMs`: the
+   * longest a denial is held here (a block's whole time by default): how late this isolate
+   * may learn of an `unblock`, `reset` or refund at the object.
    */
-  constructor({ marginMs = 1_000, maxLease = 1_000, clock = Date.now, shares = false } = {}) {
+  constructor({ marginMs = 1_000, maxLease = 1_000, clock = Date.now, shares = false, maxHoldMs = Infinity } = {}) {
     if (!(Number.isFinite(marginMs) && marginMs >= 0 && marginMs < 10_000)) {
       throw new RangeError(`local.marginMs must be a number from 0 to 9999, got ${marginMs}`);
     }
@@ -91,6 +98,11 @@ export class LocalLimits {
     }
     if (typeof clock !== 'function') throw new TypeError('local.clock must be a function');
     if (typeof shares !== 'boolean') throw new TypeError(`local.shares must be a boolean, got ${typeof shares}`);
+    if (typeof maxHoldMs !== 'number') throw new TypeError(`local.maxHoldMs must be a number, got ${typeof maxHoldMs}`);
+    if (!(maxHoldMs >= 1)) {
+      throw new RangeError(`local.maxHoldMs must be a number >= 1 (Infinity for no limit), got ${maxHoldMs}`);
+    }
+    this.#maxHoldMs = maxHoldMs;
     this.#shares = shares;
     this.#marginMs = marginMs;
     this.#maxLease = maxLease;
@@ -419,11 +431,14 @@ export class LocalLimits {
     entry.lastAt = now;
     if (!decision.allowed && decision.retry_after_ms !== null && decision.retry_after_ms > 0) {
       const retry = decision.retry_after_ms;
-      let hold = retry;
-      if (own) hold = entry.hold = Math.min(MAX_HOLD_MS, Math.max(retry, 2 * entry.hold));
+      if (own) entry.hold = Math.min(MAX_HOLD_MS, Math.max(retry, 2 * entry.hold));
+      // The whole wait the object named (the time left of a block, a slow bucket's next
+      // token), or longer for a bucket this isolate keeps losing; at most maxHoldMs.
+      const hold = Math.min(this.#maxHoldMs, own ? Math.max(retry, entry.hold) : retry);
       // From now, not from when the object decided: locally it can only be stricter.
       entry.deniedUntil = Math.max(entry.deniedUntil, now + hold);
       entry.denial = decision;
+      entry.denialEnds = now + retry;
       return { ...decision, retry_after_ms: Math.max(retry, Math.ceil(entry.deniedUntil - now)) };
     }
     if (decision.allowed && own) entry.hold = entry.hold < 1 ? 0 : entry.hold / 2;
@@ -505,9 +520,12 @@ function worthAShare(entry, policy, now) {
   return demandRate(entry, now) >= SHARE_TOKENS * refillOfAToken;
 }
 
-/** The denial held on `entry`, answered at `now`: its retry time is what is left of the hold. */
+/**
+ * The denial held on `entry`, answered at `now`: its retry time is what is left of the hold, or
+ * of the denial's own wait when that is longer (a hold cut short by maxHoldMs).
+ */
 function heldDenial(entry, now) {
-  return { ...entry.denial, retry_after_ms: Math.ceil(entry.deniedUntil - now) };
+  return { ...entry.denial, retry_after_ms: Math.ceil(Math.max(entry.deniedUntil, entry.denialEnds) - now) };
 }
 
 /** Whether the bucket ran low, or denied, when it last answered. */

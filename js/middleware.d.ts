@@ -5,7 +5,6 @@ import type {
   RateLimitDecision,
   RateLimitLeaseDecision,
   RateLimitLeaseRequest,
-  RateLimiterOptions,
   RateLimiterPolicy,
   RateLimitPermitRequest,
   RateLimitRelease,
@@ -33,7 +32,7 @@ export interface RateLimiterNamespace<Id = any> {
 
 /** What the middleware calls on a `RateLimiterServer` stub. */
 export interface RateLimiterStub {
-  limit(key: string, cost?: number, policy?: RateLimiterOptions): Promise<RateLimitDecision>;
+  limit(key: string, cost?: number, policy?: RateLimiterPolicy): Promise<RateLimitDecision>;
   limitAll(requests: RateLimitRequest[], permit?: RateLimitPermitRequest): Promise<RateLimitAllDecision>;
   /** Needed by `concurrency` only. */
   release?(key: string, id: number): Promise<RateLimitRelease> | RateLimitRelease;
@@ -43,7 +42,7 @@ export interface RateLimiterStub {
   limitLeased?(
     key: string,
     cost?: number,
-    policy?: RateLimiterOptions,
+    policy?: RateLimiterPolicy,
     lease?: RateLimitLeaseRequest,
   ): Promise<RateLimitLeaseDecision>;
 }
@@ -66,6 +65,14 @@ export interface LocalLimitsOptions {
    * plain leases: the object's load then stays flat at and beyond the limit. Default false.
    */
   shares?: boolean;
+  /**
+   * The longest (ms) a denial is held in this isolate, answered without a call. A denial is
+   * held for its whole `retry_after_ms` (a block's whole time left) by default, so an
+   * isolate learns of an `unblock`, a `reset` or a refund at the object only once its hold
+   * has passed; a smaller value bounds that delay at the cost of a call per hold. A number
+   * >= 1. Default Infinity.
+   */
+  maxHoldMs?: number;
 }
 
 /** What `LocalLimits` calls on a stub. */
@@ -93,7 +100,7 @@ export declare class LocalLimits {
     stub: LocalStub | (() => LocalStub),
     key: string,
     cost?: number,
-    policy?: RateLimiterOptions,
+    policy?: RateLimiterPolicy,
     /** The request's `ctx.waitUntil`: keeps a share's renewal running after the response. */
     waitUntil?: (promise: Promise<unknown>) => void,
   ): Promise<RateLimitDecision>;
@@ -108,7 +115,7 @@ export declare class LocalLimits {
     stub: RefundStub | (() => RefundStub),
     key: string,
     cost: number,
-    policy?: RateLimiterOptions,
+    policy?: RateLimiterPolicy,
   ): Promise<void>;
 }
 

@@ -248,12 +248,12 @@ function localLimits(local) {
   if (local === false) return null;
   if (local === true) return (sharedLocal ??= new LocalLimits());
   if (local instanceof LocalLimits) return local;
-  const { marginMs, maxLease, clock, shares, ...rest } = local;
+  const { marginMs, maxLease, clock, shares, maxHoldMs, ...rest } = local;
   const unknown = Object.keys(rest)[0];
   if (unknown !== undefined) {
-    throw new TypeError(`options.local has no field "${unknown}" (the fields are marginMs, maxLease, clock, shares)`);
+    throw new TypeError(`options.local has no field "${unknown}" (the fields are marginMs, maxLease, clock, shares, maxHoldMs)`);
   }
-  return new LocalLimits({ marginMs, maxLease, clock, shares });
+  return new LocalLimits({ marginMs, maxLease, clock, shares, maxHoldMs });
 }
 
 function logFailure(error, request) {

@@ -199,6 +199,59 @@ describe('LocalLimits', () => {
     expect(after.allowed).toBe(true);
   });
 
+  it("a penalty's block is held here whole: one call for its 15 minutes, each answer with the time left", async () => {
+    const server = newServer();
+    const policy = { max_tokens: 2, refill_every_seconds: 1, block_seconds: 900 };
+    const { ask, local } = isolate(server);
+    // Requests 10 ms apart: lease calls, until the third finds the bucket empty.
+    for (const t of [0, 10]) {
+      at(t);
+      expect((await ask(1, policy)).allowed).toBe(true);
+    }
+    at(20);
+    const denied = await ask(1, policy);
+    expect(denied).toMatchObject({ allowed: false, retry_after_ms: 900_000 });
+    const calls = local.calls;
+    for (let t = 1_020; t < 900_020; t += 1_000) {
+      at(t);
+      expect(await ask(1, policy)).toMatchObject({ allowed: false, retry_after_ms: 900_020 - t });
+    }
+    expect(local.calls).toBe(calls);
+    at(900_020);
+    expect(await ask(1, policy)).toMatchObject({ allowed: true });
+    expect(local.calls).toBe(calls + 1);
+  });
+
+  it('maxHoldMs bounds how late an isolate learns of an unblock; without it the block is held whole', async () => {
+    const server = newServer();
+    const bounded = isolate(server, { maxHoldMs: 60_000 });
+    const whole = isolate(server);
+    at(0);
+    server.block('k', 900);
+    for (const holder of [bounded, whole]) {
+      expect(await holder.ask()).toMatchObject({ allowed: false, retry_after_ms: 900_000 });
+    }
+    // Held for 60 s, each answer with the time left of the block (the client's wait).
+    at(59_999);
+    expect(await bounded.ask()).toMatchObject({ allowed: false, retry_after_ms: 840_001 });
+    expect(bounded.local.calls).toBe(1);
+    at(60_000); // the hold has passed: it asks again, and holds the next 60 s
+    expect(await bounded.ask()).toMatchObject({ allowed: false, retry_after_ms: 840_000 });
+    at(119_999);
+    expect(await bounded.ask()).toMatchObject({ allowed: false, retry_after_ms: 780_001 });
+    expect(bounded.local.calls).toBe(2);
+    at(100_000);
+    expect(server.unblock('k')).toBe(true);
+    at(120_000);
+    expect(await bounded.ask()).toMatchObject({ allowed: true });
+    expect(bounded.local.calls).toBe(3);
+    // The isolate holding the whole block still denies, with no call, until the block would end.
+    expect(await whole.ask()).toMatchObject({ allowed: false, retry_after_ms: 780_000 });
+    expect(whole.local.calls).toBe(1);
+    at(900_000);
+    expect(await whole.ask()).toMatchObject({ allowed: true });
+  });
+
   it('a bucket this isolate keeps losing: each denial of its own call is held twice as long, up to 10 s; an allowed call halves the hold', async () => {
     const server = newServer();
     // One token a second; another isolate (direct calls) takes each token as it comes.
@@ -441,6 +494,9 @@ describe('LocalLimits', () => {
       [{ maxLease: 1.5 }, RangeError, 'local.maxLease'],
       [{ maxLease: Infinity }, RangeError, 'local.maxLease'],
       [{ clock: 5 as never }, TypeError, 'local.clock'],
+      [{ maxHoldMs: 0 }, RangeError, 'local.maxHoldMs'],
+      [{ maxHoldMs: NaN }, RangeError, 'local.maxHoldMs'],
+      [{ maxHoldMs: '60000' as never }, TypeError, 'local.maxHoldMs'],
     ];
     for (const [options, kind, field] of cases) {
       let error: unknown;
@@ -454,6 +510,8 @@ describe('LocalLimits', () => {
     }
     expect(() => new LocalLimits({ marginMs: 0, maxLease: 0 })).not.toThrow();
     expect(() => new LocalLimits({ marginMs: 9999 })).not.toThrow();
+    expect(() => new LocalLimits({ maxHoldMs: 1 })).not.toThrow();
+    expect(() => new LocalLimits({ maxHoldMs: Infinity })).not.toThrow();
     expect(() => new LocalLimits()).not.toThrow();
   });
 

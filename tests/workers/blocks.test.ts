@@ -64,7 +64,7 @@ describe('blocks over RPC', () => {
 });
 
 describe('a penalty through the middleware', () => {
-  it('the request that goes over blocks its client for block_seconds, and every request until then hears the time left', async () => {
+  it('the request that goes over blocks its client for block_seconds, and every request until then hears the time left, with no call', async () => {
     const local = new LocalLimits();
     const policy = { name: 'login', max_tokens: 2, refill_every_seconds: 60, block_seconds: 300 };
     const fetch = rateLimit({ binding: 'LIMITER', policy, local })(async () => new Response('ok'));
@@ -73,6 +73,14 @@ describe('a penalty through the middleware', () => {
     const statuses = [];
     for (let i = 0; i < 3; i++) statuses.push((await fetch(request(), env, ctx)).status);
     expect(statuses).toEqual([200, 200, 429]);
+    // The isolate holds the block's whole denial: a flood of retries meanwhile makes no call.
+    const calls = local.calls;
+    for (let i = 1; i <= 500; i++) {
+      at(i * 200); // 100 s of retries, beyond the 10 s a bucket's denial is held at most
+      expect((await fetch(request(), env, ctx)).status).toBe(429);
+    }
+    expect(local.calls).toBe(calls);
+    expect(local.localAnswers).toBeGreaterThanOrEqual(500);
     at(120_000);
     // Two tokens are back by now, but the block holds, with the time left.
     const held = await fetch(request(), env, ctx);

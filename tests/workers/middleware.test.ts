@@ -678,7 +678,7 @@ describe('options', () => {
       [{ binding: 'LIMITER', policy, requestWasSuccessful: () => true }, 'options.requestWasSuccessful needs skipSuccessfulRequests or skipFailedRequests'],
       [{ binding: 'LIMITER', policy, skipFailedRequests: true, requestWasSuccessful: 200 }, 'options.requestWasSuccessful must be a function, got number 200'],
       [{ binding: 'LIMITER', policy, local: 'yes' }, 'options.local must be a boolean, a LocalLimits or its options, got string "yes"'],
-      [{ binding: 'LIMITER', policy, local: { margin: 5 } }, 'options.local has no field "margin" (the fields are marginMs, maxLease, clock, shares)'],
+      [{ binding: 'LIMITER', policy, local: { margin: 5 } }, 'options.local has no field "margin" (the fields are marginMs, maxLease, clock, shares, maxHoldMs)'],
     ];
     for (const [options, message] of cases) {
       let error: Error | undefined;
