@@ -10,11 +10,38 @@
 //   POST /api/reset   {class?, key}                 -> reset()
 //   POST /api/evict   {class?}                      -> the object discards its memory, as an
 //                     eviction does: {evicted: true}
+//   POST /api/acquire {class?, key, max_in_flight, ttl_seconds?} -> a permit of the gate `key`,
+//                     decided by the middleware's `concurrency` option (checkRateLimit): 200 with
+//                     {permit}, or 429 with {permit, problem}; the status and headers are the
+//                     middleware's own (RateLimit-Policy ...;qu="concurrent-requests", Retry-After: 1)
+//   POST /api/release {class?, key, id}             -> release(): {release: {released, in_flight}}
+//   POST /api/gate    {class?, key}                 -> gateStatus(): {gate: {in_flight, permits}}
+//   POST /api/block   {class?, key, seconds}        -> block(): {ok: true}
+//   POST /api/unblock {class?, key}                 -> unblock(): {unblocked: whether a block was in force}
+//   POST /api/blocked {class?, key?, limit?, after?} -> blocked({limit, after}): {keys, next}; with
+//                     `key`, also that key's block: {block: {key, blocked_for_ms} or null}
 //
 // `class` is 'memory' (the default) or 'durable'. A TypeError or RangeError from the limiter
 // (bad key, cost, options) or about the body answers 400 with its name and message, so the page
 // can show it.
-import { DurableRateLimiterServer, RateLimiterServer, rateLimitHeaders } from '@delightstack/rate-limiter';
+//
+// Concurrency: a "slow request" of the page is a permit it holds. /api/acquire takes it as a
+// request through the middleware's `concurrency` option would, from the same code (so the 429
+// and its headers are exactly the middleware's), and answers at once; the page keeps the permit
+// until its "finish" button (or its own timer) calls /api/release, which is what the middleware
+// does when a response is finished. The alternative, a real slow response whose streamed body
+// the page cancels, was not taken: a browser holds at most 6 connections to one host (the 7th
+// request would wait in the browser, not at the gate), and when a cancellation through
+// `wrangler dev` reaches the Worker is up to the proxy, so neither the page nor its test could
+// say when the slot is free. A permit's id is all it takes to finish it: deterministic, and
+// the gate the page shows is the one the object holds.
+import {
+  DurableRateLimiterServer,
+  RateLimiterServer,
+  rateLimitHeaders,
+  type RateLimitAllDecision,
+} from '@delightstack/rate-limiter';
+import { checkRateLimit } from '@delightstack/rate-limiter/middleware';
 import page from './playground.html';
 import type { Env } from './index';
 
@@ -46,16 +73,23 @@ export class PlaygroundDurable extends DurableRateLimiterServer {
 
 type Body = { class?: unknown; key?: unknown; cost?: unknown; policy?: unknown; [field: string]: unknown };
 
-/** The "playground" object of the class a body names (both classes answer the same RPC API). */
-function stubOf(env: Env, name: unknown): DurableObjectStub<PlaygroundMemory> {
-  if (name === undefined || name === 'memory') return env.PLAYGROUND.get(env.PLAYGROUND.idFromName(PLAYGROUND_OBJECT));
-  if (name === 'durable') {
-    return env.PLAYGROUND_DURABLE.get(env.PLAYGROUND_DURABLE.idFromName(PLAYGROUND_OBJECT));
-  }
+/** The binding of the class a body names. */
+function bindingOf(name: unknown): 'PLAYGROUND' | 'PLAYGROUND_DURABLE' {
+  if (name === undefined || name === 'memory') return 'PLAYGROUND';
+  if (name === 'durable') return 'PLAYGROUND_DURABLE';
   throw new TypeError(`class must be "memory" or "durable", got ${JSON.stringify(name)}`);
 }
 
-const ENDPOINTS = ['/api/limit', '/api/status', '/api/options', '/api/reset', '/api/evict'];
+/** The "playground" object of the class a body names (both classes answer the same RPC API). */
+function stubOf(env: Env, name: unknown): DurableObjectStub<PlaygroundMemory> {
+  const namespace = env[bindingOf(name)] as DurableObjectNamespace<PlaygroundMemory>;
+  return namespace.get(namespace.idFromName(PLAYGROUND_OBJECT));
+}
+
+const ENDPOINTS = [
+  '/api/limit', '/api/status', '/api/options', '/api/reset', '/api/evict',
+  '/api/acquire', '/api/release', '/api/gate', '/api/block', '/api/unblock', '/api/blocked',
+];
 
 export async function playground(request: Request, env: Env): Promise<Response> {
   const { pathname } = new URL(request.url);
@@ -71,6 +105,7 @@ export async function playground(request: Request, env: Env): Promise<Response> 
     }
     if (request.method !== 'POST') return notAllowed('POST');
     const { class: name, ...body } = await readBody(request);
+    if (pathname === '/api/acquire') return await acquire(request, env, bindingOf(name), body);
     const stub = stubOf(env, name);
     // The limiter validates every value itself (key, cost, policy): its errors are the ones shown.
     // Values are passed as the page sent them (typed `never`: the limiter checks them at run time).
@@ -105,6 +140,24 @@ export async function playground(request: Request, env: Env): Promise<Response> 
         await stub.reset(key);
         return Response.json({ ok: true });
       }
+      case '/api/release': {
+        return Response.json({ release: await stub.release(key, body.id as never) });
+      }
+      case '/api/gate': {
+        return Response.json({ gate: await stub.gateStatus(key) });
+      }
+      case '/api/block': {
+        await stub.block(key, body.seconds as never);
+        return Response.json({ ok: true });
+      }
+      case '/api/unblock': {
+        return Response.json({ unblocked: await stub.unblock(key) });
+      }
+      case '/api/blocked': {
+        const page = await stub.blocked(definedFields({ limit: body.limit, after: body.after }) as never);
+        if (body.key === undefined) return Response.json(page);
+        return Response.json({ ...page, block: await blockOf(stub, key) });
+      }
       default: {
         try {
           await stub.evict();
@@ -122,6 +175,48 @@ export async function playground(request: Request, env: Env): Promise<Response> 
     }
     throw error;
   }
+}
+
+/**
+ * /api/acquire: one request through the middleware's `concurrency` option, on the gate `key` of
+ * the "playground" object. The options are made per request because the page picks
+ * max_in_flight; the middleware checks the name, the limiter the rest. The permit is not
+ * released here: the page holds it until it finishes the request (/api/release).
+ */
+async function acquire(request: Request, env: Env, binding: 'PLAYGROUND' | 'PLAYGROUND_DURABLE', body: Body) {
+  // (The middleware would take a missing name for its default gate, "concurrency".)
+  if (body.key === undefined) throw new TypeError('key must be a string, got undefined');
+  const concurrency = definedFields({ name: body.key, max_in_flight: body.max_in_flight, ttl_seconds: body.ttl_seconds });
+  const result = await checkRateLimit(request, env, {
+    binding,
+    key: () => PLAYGROUND_OBJECT,
+    concurrency: concurrency as never,
+  });
+  // No decision: the limiter failed, and the middleware's 503 says so.
+  if (result.decision === null) return result.response ?? new Response(null, { status: 503 });
+  const { permit } = result.decision as RateLimitAllDecision;
+  if (result.response === null) return Response.json({ permit }, { headers: result.headers });
+  // The middleware's 429, with its problem+json as a field beside the permit's answer.
+  const problem: unknown = await result.response.json();
+  return Response.json({ permit, problem }, { status: result.response.status, headers: result.headers });
+}
+
+/**
+ * The block of `key`, or null: `check(key, 0)` is a read that only a block denies (a cost of 0
+ * always fits), and then a cost-0 `limit()`, denied too (a read as well), has the block's time
+ * left as its retry. The blocked() list alone may not reach `key`: it is a page in key order.
+ */
+async function blockOf(stub: DurableObjectStub<PlaygroundMemory>, key: never) {
+  if (await stub.check(key, 0)) return null;
+  const { allowed, retry_after_ms } = await stub.limit(key, 0);
+  // (The block ended between the two calls.)
+  if (allowed || retry_after_ms === null) return null;
+  return { key: key as string, blocked_for_ms: retry_after_ms };
+}
+
+/** `fields` without the undefined ones: a field the page left out takes the limiter's default. */
+function definedFields(fields: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(fields).filter(([, value]) => value !== undefined));
 }
 
 async function readBody(request: Request): Promise<Body> {

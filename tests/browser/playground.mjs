@@ -1,9 +1,11 @@
 // Browser test of the playground (example/src/playground.html): Debian's Chromium, driven by
 // playwright-core, against the example Worker under `wrangler dev` on 127.0.0.1, so the page
 // drives the real RateLimiterServer and DurableRateLimiterServer (evicted from the page: the
-// durable one keeps its bucket). Real time passes here, once: one refill interval (1 s).
+// durable one keeps its bucket), a concurrency limit through the real middleware (the permits
+// finished by clicking), and the block list. Real time passes here, once: one refill interval (1 s).
 // Run: node tests/browser/playground.mjs   (prints one line per check, then a count line)
-// Output (screenshots): tests/browser/output/
+// Output (screenshots): tests/browser/output/ (playground.png after the burst, playground-gate.png with
+// 3 requests in flight and the 4th denied, playground-phone.png at 390 px)
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -332,6 +334,195 @@ async function run(context, { base, port }) {
     equal(remaining, '5', 'remaining in the log row');
     equal(await text('#next'), 'Full: no refill pending.', 'next token');
     return result;
+  });
+
+  /** The last response's headers, as the page shows them. */
+  const shownHeaders = async () => Object.fromEntries(await page.locator('#headers tr').evaluateAll((rows) =>
+    rows.map((tr) => [tr.cells[0].textContent, tr.cells[1].textContent])));
+  /** What an endpoint answers, asked from the page (the objects' own view, not the page's). */
+  const ask = (path, body) => page.evaluate(async ([p, b]) => {
+    const response = await fetch(p, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(b) });
+    return response.json();
+  }, [path, body]);
+  const heldRows = () => page.locator('#permits tbody tr').count();
+  const gateResult = (expected) =>
+    waitFor(async () => (await text('#gate-result')) === expected, 10_000, `the gate result "${expected}"`);
+
+  const gateKey = `gate-${Date.now()}`;
+  await check('concurrency, in memory: max_in_flight 3, 3 slow requests started at once are all in flight', async () => {
+    await page.locator('input[name=class][value=memory]').check();
+    await set('#key', gateKey);
+    await set('#max-in-flight', 3);
+    await set('#ttl', 60);
+    await set('#auto-finish', '');
+    await set('#start-count', 3);
+    equal(await text('#start-many'), 'Start 3', 'start button');
+    assert((await text('#gate-call')).includes(`concurrency: { name: "${gateKey}", max_in_flight: 3, ttl_seconds: 60 }`),
+      `the call shown: ${await text('#gate-call')}`);
+    await page.locator('#start-many').click();
+    await gateResult('3 starts: 3 held, 0 denied (429)');
+    equal(await heldRows(), 3, 'held requests listed');
+    equal(await page.locator('#permits tbody button', { hasText: 'Finish' }).count(), 3, 'finish buttons');
+    equal(await text('#in-flight'), '3', 'in flight');
+    equal(await text('#max-shown'), '3', 'max in flight');
+    equal(await text('#gate-status'), '{ in_flight: 3, permits: 3 }', 'gateStatus shown');
+    const gate = (await ask('/api/gate', { key: gateKey })).gate;
+    equal(JSON.stringify(gate), '{"in_flight":3,"permits":3}', 'gateStatus of the object');
+    return `${await text('#gate-result')}; gateStatus ${JSON.stringify(gate)}`;
+  });
+
+  await check('the 4th start is denied: a 429 in the concurrent-requests unit, Retry-After 1, as the middleware answers', async () => {
+    await page.locator('#start').click();
+    await gateResult('1 start: 0 held, 1 denied (429)');
+    equal(await text('#last-status'), 'HTTP 429 Too Many Requests', 'status line');
+    const headers = await shownHeaders();
+    equal(headers['RateLimit-Policy'], `"${gateKey}";q=3;qu="concurrent-requests"`, 'RateLimit-Policy');
+    equal(headers['RateLimit'], `"${gateKey}";r=0`, 'RateLimit');
+    equal(headers['Retry-After'], '1', 'Retry-After');
+    // A gate alone has no token bucket: no X-RateLimit-* fields.
+    equal(headers['X-RateLimit-Limit'], undefined, 'X-RateLimit-Limit');
+    equal(await text('#last-detail'), `Quota exceeded for policy "${gateKey}"; retry after 1 second.`, 'the problem\'s detail');
+    equal(await heldRows(), 3, 'held requests listed');
+    equal(await text('#gate-status'), '{ in_flight: 3, permits: 3 }', 'gateStatus shown');
+    // The page at this moment: 3 permits held, the 4th start's 429 and its headers.
+    await page.screenshot({ path: join(output, 'playground-gate.png'), fullPage: true });
+    return Object.entries(headers).filter(([k]) => /rate|retry/i.test(k)).map(([k, v]) => `${k}: ${v}`).join('; ');
+  });
+
+  await check('finishing one (its button) frees a slot: 2 in flight, and the next start is granted', async () => {
+    const first = page.locator('#permits tbody tr').last(); // the oldest
+    const id = await first.getAttribute('data-permit');
+    const n = await first.getAttribute('data-request');
+    await first.locator('button').click();
+    await gateResult(`Finished #${n}: its permit is released, 2 in flight.`);
+    equal(await heldRows(), 2, 'held requests listed');
+    equal(await page.locator(`#permits tbody tr[data-permit="${id}"]`).count(), 0, 'the finished row');
+    equal(await text('#in-flight'), '2', 'in flight');
+    equal(await text('#gate-status'), '{ in_flight: 2, permits: 2 }', 'gateStatus shown');
+    await page.locator('#start').click();
+    await gateResult('1 start: 1 held, 0 denied (429)');
+    equal(await data('#last-status', 'status'), '200', 'status');
+    const headers = await shownHeaders();
+    equal(headers['RateLimit'], `"${gateKey}";r=0`, 'RateLimit');
+    equal(headers['Retry-After'], undefined, 'Retry-After');
+    equal(await heldRows(), 3, 'held requests listed');
+    equal(await text('#gate-status'), '{ in_flight: 3, permits: 3 }', 'gateStatus shown');
+    return `permit ${id} released`;
+  });
+
+  await check('"Finish all" empties the gate: gateStatus 0 in flight, as the object reports', async () => {
+    await page.locator('#finish-all').click();
+    await waitFor(async () => (await heldRows()) === 0 && (await text('#in-flight')) === '0', 10_000, 'no request in flight');
+    equal(await text('#gate-status'), '{ in_flight: 0, permits: 0 }', 'gateStatus shown');
+    const gate = (await ask('/api/gate', { key: gateKey })).gate;
+    equal(JSON.stringify(gate), '{"in_flight":0,"permits":0}', 'gateStatus of the object');
+  });
+
+  await check('"Finish each after 0 s": the page\'s own timer finishes a granted request', async () => {
+    await set('#auto-finish', 0);
+    const before = await data('#last-status', 'request');
+    await page.locator('#start').click();
+    await waitFor(async () => (await data('#last-status', 'request')) !== before, 10_000, 'the start\'s answer');
+    equal(await data('#last-status', 'status'), '200', 'status');
+    // Granted with 1 of 3 in flight, then finished without a click.
+    equal((await shownHeaders())['RateLimit'], `"${gateKey}";r=2`, 'RateLimit of the start');
+    await waitFor(async () => (await heldRows()) === 0 && (await text('#gate-status')) === '{ in_flight: 0, permits: 0 }',
+      10_000, 'the timer to finish it');
+    await set('#auto-finish', '');
+  });
+
+  await check('durable: max_in_flight 1, 2 starts at once: 1 held and 1 denied; finishing it empties the durable gate', async () => {
+    await page.locator('input[name=class][value=durable]').check();
+    await set('#max-in-flight', 1);
+    await set('#start-count', 2);
+    await page.locator('#start-many').click();
+    await gateResult('2 starts: 1 held, 1 denied (429)');
+    equal(await text('#gate-status'), '{ in_flight: 1, permits: 1 }', 'gateStatus shown');
+    equal(JSON.stringify((await ask('/api/gate', { class: 'durable', key: gateKey })).gate), '{"in_flight":1,"permits":1}', 'durable gate');
+    equal(JSON.stringify((await ask('/api/gate', { key: gateKey })).gate), '{"in_flight":0,"permits":0}', 'in-memory gate');
+    await page.locator('#permits tbody tr button').click();
+    await waitFor(async () => (await heldRows()) === 0 && (await text('#in-flight')) === '0', 10_000, 'no request in flight');
+    equal(JSON.stringify((await ask('/api/gate', { class: 'durable', key: gateKey })).gate), '{"in_flight":0,"permits":0}', 'durable gate');
+  });
+
+  const blockedKey = `blocked-${Date.now()}`;
+  /** The block state line, once the page shows `key` blocked (or not). */
+  const blockState = (blocked) => waitFor(async () => {
+    const state = await page.locator('#block-state').evaluate((p) => ({ text: p.textContent, left: p.dataset.blockedForMs }));
+    return (blocked ? Number(state.left) > 0 : state.left === '0') && state;
+  }, 10_000, blocked ? 'the key shown blocked' : 'the key shown not blocked');
+
+  await check('"Block this key" for 30 s: the page shows it blocked, the time left, and lists it', async () => {
+    await page.locator('input[name=class][value=memory]').check();
+    await set('#key', blockedKey);
+    await blockState(false);
+    await set('#block-seconds', 30);
+    await page.locator('#block').click();
+    const { text: line, left } = await blockState(true);
+    assert(Number(left) > 20_000 && Number(left) <= 30_000, `time left ${left} ms is not within (20, 30] s`);
+    assert(/^Key "blocked-\d+" is blocked: \d+\.\d s left\. Every call on it is denied\.$/.test(line), `block state: ${line}`);
+    equal(await page.locator('#block-state.blocked').count(), 1, 'shown as blocked');
+    const row = page.locator(`#blocked-list tbody tr[data-key="${blockedKey}"]`);
+    await row.waitFor({ timeout: 5000 });
+    assert(/^\d+\.\d s$/.test(await row.locator('td').nth(1).textContent()), 'time left in the list');
+    return line;
+  });
+
+  await check('a limit() request on the blocked key: a 429 whose retry is the block\'s time left', async () => {
+    await page.locator('input[name=mode][value=policy]').check();
+    await set('#cost', 1);
+    await set('#max-tokens', 5);
+    await set('#refill', 1);
+    await page.locator('#send').click();
+    await waitFor(async () => (await text('#result')).startsWith('1 request: 0 allowed, 1 denied'), 10_000, 'the denial');
+    const row = await page.locator('#log tbody tr').first().evaluate((tr) => [...tr.cells].map((td) => td.textContent));
+    equal(row[1], '429', 'status in the log');
+    equal(row[2], '5', 'remaining: the block took nothing');
+    const ms = Number(row[3].replace(/ ms$/, ''));
+    assert(ms > 20_000 && ms <= 30_000, `retry after ${row[3]} is not the block's time left`);
+    equal((await shownHeaders())['Retry-After'], String(Math.ceil(ms / 1000)), 'Retry-After');
+    return `retry after ${row[3]}`;
+  });
+
+  await check('"Unblock": not blocked, gone from the list, and the next limit() is allowed', async () => {
+    await page.locator('#unblock').click();
+    const { text: line } = await blockState(false);
+    equal(line, `Key "${blockedKey}" is not blocked.`, 'block state');
+    equal(await page.locator(`#blocked-list tbody tr[data-key="${blockedKey}"]`).count(), 0, 'listed');
+    await page.locator('#send').click();
+    await waitFor(async () => (await text('#result')).startsWith('1 request: 1 allowed, 0 denied'), 10_000, 'the allowed request');
+    equal(await data('#last-status', 'status'), '200', 'status');
+  });
+
+  await check('durable: a block outlives "Evict the object" (saved in storage); unblock ends it', async () => {
+    await page.locator('input[name=class][value=durable]').check();
+    await blockState(false);
+    await set('#block-seconds', 60);
+    await page.locator('#block').click();
+    await blockState(true);
+    await page.locator('#evict').click();
+    await waitFor(async () => (await data('#result', 'evicted')) === 'durable', 10_000, 'the eviction');
+    const list = await ask('/api/blocked', { class: 'durable', key: blockedKey });
+    assert(list.block !== null && list.block.blocked_for_ms > 50_000, `after the eviction: ${JSON.stringify(list.block)}`);
+    const { left } = await blockState(true);
+    await page.locator('#unblock').click();
+    await blockState(false);
+    return `${left} ms left after the eviction`;
+  });
+
+  await check('the blocked list is bounded: 11 blocked keys show the first 10 and say there are more', async () => {
+    await page.locator('input[name=class][value=memory]').check();
+    // "!" sorts before the test's other keys: these are the first in key order.
+    const keys = Array.from({ length: 11 }, (_, i) => `!bound-${String(i).padStart(2, '0')}`);
+    for (const key of keys) await ask('/api/block', { key, seconds: 60 });
+    await waitFor(async () => !(await page.locator('#blocked-more').isHidden()), 5000, 'the "more" line');
+    const listed = await page.locator('#blocked-list tbody tr').evaluateAll((trs) => trs.map((tr) => tr.dataset.key));
+    equal(listed.join(','), keys.slice(0, 10).join(','), 'listed keys');
+    equal(await text('#blocked-more'), 'More blocked keys after "!bound-09": the first 10 are listed.', 'the "more" line');
+    for (const key of keys) await ask('/api/unblock', { key });
+    await waitFor(async () => (await page.locator('#blocked-list tbody tr').count()) === 0, 5000, 'an empty list');
+    equal(await page.locator('#blocked-more').isHidden(), true, 'the "more" line hidden');
+    return `${listed.length} listed`;
   });
 
   await check('readable on a phone (390 px wide): nothing wider than the screen', async () => {

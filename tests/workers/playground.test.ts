@@ -63,7 +63,8 @@ describe('GET /: the page', () => {
     const links = [...html.matchAll(/\b(?:src|href)="([^"]*)"/g)].map((m) => m[1]);
     expect(links).toEqual(['data:,']);
     // The page calls the endpoints tested below.
-    for (const path of ['/api/limit', '/api/status', '/api/options', '/api/reset', '/api/evict']) {
+    for (const path of ['/api/limit', '/api/status', '/api/options', '/api/reset', '/api/evict',
+      '/api/acquire', '/api/release', '/api/gate', '/api/block', '/api/unblock', '/api/blocked']) {
       expect(html).toContain(`'${path}'`);
     }
   });
@@ -266,6 +267,189 @@ describe('class and POST /api/evict', () => {
     expect(await drainThenEvict('durable', 'pg-evict-durable')).toEqual({ remaining: 1, limit: 3, reset_in_ms: 750 });
     // Also without the page's policy: the bucket's own policy was saved with it.
     expect(await durablePlaygroundObject().getStatus('pg-evict-durable')).toEqual({ remaining: 1, limit: 3, reset_in_ms: 750 });
+  });
+});
+
+type Permit = { allowed: boolean; id: number | null; in_flight: number; limit: number; ttl_ms: number; retry_after_ms: number | null };
+
+const acquire = (body: object) => post('/api/acquire', body);
+
+async function permitOf(response: Response) {
+  return ((await response.json()) as { permit: Permit }).permit;
+}
+
+async function gate(key: string, cls?: string) {
+  const response = await post('/api/gate', { class: cls, key });
+  expect(response.status).toBe(200);
+  return ((await response.json()) as { gate: unknown }).gate;
+}
+
+describe('POST /api/acquire, /api/release, /api/gate: a concurrency limit', () => {
+  it('grants max_in_flight permits with the middleware\'s headers, then 429 in the concurrent-requests unit', async () => {
+    const key = 'pg-gate';
+    const ids: number[] = [];
+    for (const free of [1, 0]) {
+      const response = await acquire({ key, max_in_flight: 2 });
+      expect(response.status).toBe(200);
+      // A gate alone: no token bucket, so no X-RateLimit-* fields and no wait.
+      expect(rateLimitFields(response)).toEqual({
+        'ratelimit-policy': '"pg-gate";q=2;qu="concurrent-requests"',
+        ratelimit: `"pg-gate";r=${free}`,
+      });
+      const permit = await permitOf(response);
+      expect(permit).toMatchObject({ allowed: true, in_flight: 2 - free, limit: 2, ttl_ms: 60_000, retry_after_ms: 0 });
+      expect(Number.isSafeInteger(permit.id)).toBe(true);
+      ids.push(permit.id as number);
+    }
+    expect(await gate(key)).toEqual({ in_flight: 2, permits: 2 });
+
+    const denied = await acquire({ key, max_in_flight: 2 });
+    expect(denied.status).toBe(429);
+    expect(rateLimitFields(denied)).toEqual({
+      'ratelimit-policy': '"pg-gate";q=2;qu="concurrent-requests"',
+      ratelimit: '"pg-gate";r=0',
+      'retry-after': '1',
+    });
+    expect(await denied.json()).toEqual({
+      permit: { allowed: false, id: null, in_flight: 2, limit: 2, ttl_ms: 0, retry_after_ms: expect.any(Number) },
+      problem: {
+        type: 'https://iana.org/assignments/http-problem-types#quota-exceeded',
+        title: 'Request cannot be satisfied as assigned quota has been exceeded',
+        status: 429,
+        detail: 'Quota exceeded for policy "pg-gate"; retry after 1 second.',
+        'violated-policies': ['pg-gate'],
+      },
+    });
+    expect(await gate(key)).toEqual({ in_flight: 2, permits: 2 });
+
+    // Finishing one frees its slot, once.
+    const release = await post('/api/release', { key, id: ids[0] });
+    expect(release.status).toBe(200);
+    expect(await release.json()).toEqual({ release: { released: true, in_flight: 1 } });
+    const again = await post('/api/release', { key, id: ids[0] });
+    expect(await again.json()).toEqual({ release: { released: false, in_flight: 1 } });
+    const next = await acquire({ key, max_in_flight: 2 });
+    expect(next.status).toBe(200);
+    const last = await permitOf(next);
+    expect(last).toMatchObject({ allowed: true, in_flight: 2 });
+    for (const id of [ids[1], last.id]) await post('/api/release', { key, id }).then((r) => r.arrayBuffer());
+    expect(await gate(key)).toEqual({ in_flight: 0, permits: 0 });
+  });
+
+  it('a permit never finished frees its slot at ttl_seconds; the gates of the two classes are apart', async () => {
+    vi.useFakeTimers();
+    vi.setSystemTime(T0);
+    const key = 'pg-gate-ttl';
+    const held = await acquire({ class: 'durable', key, max_in_flight: 1, ttl_seconds: 2 });
+    expect(await permitOf(held)).toMatchObject({ allowed: true, ttl_ms: 2000 });
+    expect(await gate(key, 'durable')).toEqual({ in_flight: 1, permits: 1 });
+    expect(await gate(key)).toEqual({ in_flight: 0, permits: 0 });
+    expect(await durablePlaygroundObject().gateStatus(key)).toEqual({ in_flight: 1, permits: 1 });
+    vi.setSystemTime(T0 + 1999);
+    expect((await acquire({ class: 'durable', key, max_in_flight: 1, ttl_seconds: 2 })).status).toBe(429);
+    vi.setSystemTime(T0 + 2000);
+    expect(await gate(key, 'durable')).toEqual({ in_flight: 0, permits: 0 });
+    const after = await acquire({ class: 'durable', key, max_in_flight: 1, ttl_seconds: 2 });
+    expect(after.status).toBe(200);
+    await post('/api/release', { class: 'durable', key, id: (await permitOf(after)).id }).then((r) => r.arrayBuffer());
+  });
+
+  it('answers 400 for bad input, from the middleware or the limiter, and takes no permit', async () => {
+    const key = 'pg-gate-errors';
+    const cases: [string, unknown, string, string][] = [
+      ['/api/acquire', { key, max_in_flight: 0 }, 'RangeError',
+        'permit.policy.max_in_flight must be a whole number from 1 to 9007199254740991, got 0'],
+      ['/api/acquire', { key, max_in_flight: 2, ttl_seconds: 0 }, 'RangeError',
+        'permit.policy.ttl_seconds must be a finite number > 0 and at most 86400, got 0'],
+      ['/api/acquire', { max_in_flight: 2 }, 'TypeError', 'key must be a string, got undefined'],
+      ['/api/acquire', { key: 'pg-gate-é', max_in_flight: 2 }, 'TypeError',
+        'options.concurrency.name must be non-empty printable ASCII text, got string "pg-gate-é"'],
+      ['/api/acquire', { class: 'disk', key, max_in_flight: 2 }, 'TypeError', 'class must be "memory" or "durable", got "disk"'],
+      ['/api/release', { key, id: -1 }, 'RangeError', 'id must be a whole number from 0 to 9007199254740991, got -1'],
+      ['/api/gate', { key: 5 }, 'TypeError', 'key must be a string, got number 5'],
+    ];
+    for (const [path, body, name, message] of cases) {
+      const response = await post(path, body);
+      expect(response.status, `${path} ${JSON.stringify(body)}`).toBe(400);
+      expect(await error(response)).toEqual({ name, message });
+    }
+    expect(await gate(key)).toEqual({ in_flight: 0, permits: 0 });
+  });
+});
+
+type BlockedList = { keys: { key: string; blocked_for_ms: number }[]; next: string | null; block?: unknown };
+
+async function blocked(body: object): Promise<BlockedList> {
+  const response = await post('/api/blocked', body);
+  expect(response.status).toBe(200);
+  return (await response.json()) as BlockedList;
+}
+
+describe('POST /api/block, /api/unblock, /api/blocked', () => {
+  it('a blocked key is denied by /api/limit with the time left, listed, and allowed again after unblock', async () => {
+    vi.useFakeTimers();
+    vi.setSystemTime(T0);
+    const key = 'pg-block';
+    const block = await post('/api/block', { key, seconds: 30 });
+    expect(block.status).toBe(200);
+    expect(await block.json()).toEqual({ ok: true });
+
+    vi.setSystemTime(T0 + 10_000);
+    const denied = await post('/api/limit', { key, cost: 1, policy: POLICY });
+    expect(denied.status).toBe(429);
+    expect(denied.headers.get('Retry-After')).toBe('20');
+    expect(await denied.json()).toMatchObject({ decision: { allowed: false, remaining: 3, retry_after_ms: 20_000 } });
+    const list = await blocked({ key, after: 'pg-blocj', limit: 1 });
+    expect(list).toEqual({ keys: [{ key, blocked_for_ms: 20_000 }], next: null, block: { key, blocked_for_ms: 20_000 } });
+    // reset() refills the bucket but does not lift the block.
+    await post('/api/reset', { key }).then((r) => r.arrayBuffer());
+    expect((await blocked({ key })).block).toEqual({ key, blocked_for_ms: 20_000 });
+
+    const unblock = await post('/api/unblock', { key });
+    expect(await unblock.json()).toEqual({ unblocked: true });
+    expect(await (await post('/api/unblock', { key })).json()).toEqual({ unblocked: false });
+    expect((await blocked({ key })).block).toBeNull();
+    expect((await blocked({ after: 'pg-blocj' })).keys.map((b) => b.key)).not.toContain(key);
+    expect((await post('/api/limit', { key, cost: 1, policy: POLICY })).status).toBe(200);
+  });
+
+  it('lists blocks in key order, a page at a time; the durable class keeps a block through an eviction', async () => {
+    vi.useFakeTimers();
+    vi.setSystemTime(T0);
+    const keys = ['pg-list/a', 'pg-list/b', 'pg-list/c'];
+    for (const key of [...keys].reverse()) await post('/api/block', { class: 'durable', key, seconds: 60 }).then((r) => r.arrayBuffer());
+    const first = await blocked({ class: 'durable', after: 'pg-list/', limit: 2 });
+    expect(first).toEqual({ keys: keys.slice(0, 2).map((key) => ({ key, blocked_for_ms: 60_000 })), next: 'pg-list/b' });
+    const evicted = await post('/api/evict', { class: 'durable' });
+    expect(await evicted.json()).toEqual({ evicted: true });
+    vi.setSystemTime(T0 + 1000);
+    const second = await blocked({ class: 'durable', key: 'pg-list/c', after: first.next!, limit: 2 });
+    expect(second).toEqual({
+      keys: [{ key: 'pg-list/c', blocked_for_ms: 59_000 }],
+      next: null,
+      block: { key: 'pg-list/c', blocked_for_ms: 59_000 },
+    });
+    // The in-memory object has blocks of its own: none of these.
+    expect((await blocked({ key: 'pg-list/c', after: 'pg-list/' })).keys).toEqual([]);
+    for (const key of keys) await post('/api/unblock', { class: 'durable', key }).then((r) => r.arrayBuffer());
+    expect((await blocked({ class: 'durable', after: 'pg-list/' })).keys).toEqual([]);
+  });
+
+  it('answers 400 for bad input and changes nothing', async () => {
+    const key = 'pg-block-errors';
+    const cases: [string, unknown, string, string][] = [
+      ['/api/block', { key, seconds: 0 }, 'RangeError', expect.stringMatching(/^seconds must be/) as never],
+      ['/api/block', { key, seconds: '30' }, 'TypeError', expect.stringMatching(/^seconds must be a number/) as never],
+      ['/api/block', { key: 5, seconds: 30 }, 'TypeError', 'key must be a string, got number 5'],
+      ['/api/blocked', { limit: 0 }, 'RangeError', 'options.limit must be a whole number from 1 to 1000, got 0'],
+      ['/api/blocked', { after: 5 }, 'TypeError', 'options.after must be a string, got number'],
+    ];
+    for (const [path, body, name, message] of cases) {
+      const response = await post(path, body);
+      expect(response.status, `${path} ${JSON.stringify(body)}`).toBe(400);
+      expect(await error(response)).toEqual({ name, message });
+    }
+    expect((await blocked({ key })).block).toBeNull();
   });
 });
 
