@@ -22,8 +22,17 @@ const MAX_HOLD_MS = 10_000;
 
 /** One bucket as this isolate sees it. */
 class Entry {
-  /** The lease being spent: `{ id, billionths, used, deadline }` (used in billionths). */
+  /**
+   * The lease being spent: `{ id, billionths, used, deadline, expires }` (used in billionths;
+   * `expires`: the object's expiry as this isolate's clock sees it, sent + ttl_ms).
+   */
   lease = null;
+  /** The next lease, granted by a renewal ahead of time and not spent yet. */
+  next = null;
+  /** Leases this isolate no longer spends and has not settled, oldest first. */
+  unsettled = [];
+  /** Whether the local answer just made is due to start the renewal ahead of time. */
+  renewDue = false;
   /** Tokens to ask for at the next call: 0 at first (exactly one call per request). */
   want = 0;
   /**
@@ -67,6 +76,15 @@ class Entry {
  */
 export let localDecision;
 
+/**
+ * Whether the decision `localDecision` just made is due to start the renewal of its lease
+ * ahead of time; `renewLease(limits, stub, waitUntil)` starts it (`stub` a function that
+ * makes the stub, `waitUntil` the request's). Two steps, so that the requests that need no
+ * renewal (nearly all) make no closure.
+ */
+export let renewalDue;
+export let renewLease;
+
 export class LocalLimits {
   #owners = new WeakMap(); // a namespace → its number in entry names
   #nextOwner = 0;
@@ -76,6 +94,10 @@ export class LocalLimits {
   #clock;
   #shares;
   #maxHoldMs;
+  /** The entry, key and policy of the local decision that made a renewal due (renewLease). */
+  #due = null;
+  #dueKey = '';
+  #duePolicy = undefined;
   /** Calls made to the Durable Object, and requests answered without one. */
   calls = 0;
   localAnswers = 0;
@@ -125,7 +147,7 @@ export class LocalLimits {
     }
     const entry = this.#entry(owner, scope, key, policy);
     if (this.#shares) return this.#shared(entry, stub, key, cost, policy, waitUntil);
-    return this.#leased(entry, stub, key, cost, policy);
+    return this.#leased(entry, stub, key, cost, policy, waitUntil);
   }
 
   /**
@@ -167,18 +189,31 @@ export class LocalLimits {
    * knows the decision is local: not marked for decidedHere.
    */
   #decideNow(owner, scope, key, cost, policy) {
+    this.#due = null;
     if (this.#shares || typeof key !== 'string' || typeof cost !== 'number' || !(cost >= 0 && cost < Infinity)) return null;
     const number = this.#owners.get(owner);
     if (number === undefined || !plain(policy)) return null;
     const entry = this.#entries.get(entryName(number, scope, key, policy));
     if (entry === undefined) return null;
     const local = this.#localAnswer(entry, cost);
-    if (local !== null) this.localAnswers += 1;
+    if (local === null) return null;
+    this.localAnswers += 1;
+    if (entry.renewDue) {
+      this.#due = entry;
+      this.#dueKey = key;
+      this.#duePolicy = policy;
+    }
     return local;
   }
 
   static {
     localDecision = (limits, owner, scope, key, cost, policy) => limits.#decideNow(owner, scope, key, cost, policy);
+    renewalDue = (limits) => limits.#due !== null;
+    renewLease = (limits, stub, waitUntil) => {
+      const entry = limits.#due;
+      limits.#due = null;
+      if (entry !== null) limits.#renewInBackground(entry, stub, limits.#dueKey, limits.#duePolicy, waitUntil);
+    };
   }
 
   /** `decision`, made in this isolate without a call: counted, and marked (decidedHere). */
@@ -189,9 +224,12 @@ export class LocalLimits {
   }
 
   /** A request decided with plain leases and the denial cache. */
-  async #leased(entry, stub, key, cost, policy) {
+  async #leased(entry, stub, key, cost, policy, waitUntil) {
     const local = this.#localAnswer(entry, cost);
-    if (local !== null) return this.#here(local);
+    if (local !== null) {
+      if (entry.renewDue) this.#renewInBackground(entry, stub, key, policy, waitUntil);
+      return this.#here(local);
+    }
     if (entry.leasing) {
       const denied = this.#deniedInFlight(entry, cost);
       if (denied !== null) return denied;
@@ -242,17 +280,31 @@ export class LocalLimits {
 
   #localAnswer(entry, cost) {
     const now = this.#clock();
+    entry.renewDue = false;
     // (A cost of 0 always passes at the object: never denied here.)
     if (now < entry.deniedUntil && cost > 0) return heldDenial(entry, now);
-    const lease = entry.lease;
+    let lease = entry.lease;
     const units = Math.ceil(cost * BILLION);
-    if (lease === null || now >= lease.deadline || lease.used + units > lease.billionths) return null;
+    if (!covers(lease, units, now)) {
+      const next = entry.next;
+      if (!covers(next, units, now)) return null;
+      // The lease renewed ahead of time takes over; the next call settles the one it replaces.
+      if (lease !== null) retire(entry, lease);
+      entry.lease = lease = next;
+      entry.next = null;
+    }
     lease.used += units;
+    // Far from the limit, a busy bucket's next lease is asked for once half of this one is
+    // spent, in the background: no request then waits for a lease call or makes a plain call.
+    entry.renewDue =
+      now - entry.previousAt <= BUSY_MS && entry.next === null && !entry.leasing &&
+      2 * lease.used > lease.billionths && !underPressure(entry);
     entry.previousAt = now;
     const last = entry.last;
+    const nextLeft = entry.next === null ? 0 : entry.next.billionths - entry.next.used;
     return {
       allowed: true,
-      remaining: last.remaining + (lease.billionths - lease.used) / BILLION,
+      remaining: last.remaining + (lease.billionths - lease.used + nextLeft) / BILLION,
       limit: last.limit,
       reset_in_ms: last.reset_in_ms,
       retry_after_ms: 0,
@@ -274,30 +326,73 @@ export class LocalLimits {
     }
     entry.previousAt = sent;
     const request = { want: entry.want };
-    if (lease !== null) request.settle = { id: lease.id, used: lease.used / BILLION };
-    entry.lease = null; // settled by this call, or (if it fails) left to expire: fully used
-    this.calls += 1;
+    const next = entry.next;
+    const unsettled = [...entry.unsettled];
+    // The leases held now are replaced by this call's, which settles them.
+    const others = settleInCall(entry, request, sent);
     let answer;
     try {
-      answer = await stub.limitLeased(key, cost, policy, request);
+      answer = await this.#leaseCall(stub, key, cost, policy, request, others);
     } catch (error) {
-      // Bad input is rejected before anything is settled: the lease is still ours.
-      if (error?.name === 'TypeError' || error?.name === 'RangeError') entry.lease = lease;
+      // Bad input is rejected before anything is settled: the leases are still ours.
+      if (error?.name === 'TypeError' || error?.name === 'RangeError') {
+        entry.lease = lease;
+        entry.next = next;
+        entry.unsettled = unsettled;
+      }
+      // (Else the lease it settled is left to expire: fully used.)
       throw error;
     }
     const { lease: granted, ...answered } = answer;
     const decision = this.#remember(entry, answered, this.#clock(), true);
-    if (granted !== null && granted.tokens > 0) {
-      entry.lease = {
-        id: granted.id,
-        billionths: Math.round(granted.tokens * BILLION),
-        used: 0,
-        // From when the call was sent: the lease began later at the object.
-        deadline: sent + granted.ttl_ms - this.#marginMs,
-      };
-    }
+    if (granted !== null && granted.tokens > 0) entry.lease = this.#leaseOf(granted, sent);
     // This isolate's view, as in local answers: the bucket and what is left of its lease.
     return granted === null ? decision : { ...decision, remaining: decision.remaining + granted.tokens };
+  }
+
+  /**
+   * `stub.limitLeased(key, cost, policy, request)`, with the `others` settles (settleAll) as
+   * `stub.settle` calls of their own beside it, when the stub has that method.
+   */
+  async #leaseCall(stub, key, cost, policy, request, others) {
+    this.calls += 1;
+    if (others.length === 0 || typeof stub.settle !== 'function') return stub.limitLeased(key, cost, policy, request);
+    this.calls += others.length;
+    // A settle that fails leaves its lease to expire: fully used.
+    const settles = others.map((settlement) => Promise.resolve(stub.settle(key, settlement)).catch(() => false));
+    const [answer] = await Promise.all([stub.limitLeased(key, cost, policy, request), ...settles]);
+    return answer;
+  }
+
+  /** A granted lease as this isolate spends it: until `marginMs` before its expiry. */
+  #leaseOf(granted, sent) {
+    // From when the call was sent: the lease began later at the object.
+    const expires = sent + granted.ttl_ms;
+    return { id: granted.id, billionths: Math.round(granted.tokens * BILLION), used: 0, deadline: expires - this.#marginMs, expires };
+  }
+
+  /**
+   * The renewal ahead of time (docs/SPEC.md, 10.5): a call of cost 0 that settles the leases
+   * this isolate no longer spends and asks for the next lease, which waits until the current one cannot
+   * cover a request. In the background: `waitUntil` keeps it alive; no request awaits it.
+   */
+  #renewInBackground(entry, stub, key, policy, waitUntil) {
+    if (entry.leasing || entry.next !== null) return;
+    const renewal = leasing(entry, () => this.#renewal(entry, stubOf(stub), key, policy)).then(
+      () => {},
+      () => {}, // a renewal that fails leaves the lease it settled to expire: fully used
+    );
+    if (typeof waitUntil === 'function') waitUntil(renewal);
+  }
+
+  async #renewal(entry, stub, key, policy) {
+    const sent = this.#clock();
+    entry.want = Math.min(this.#maxLease, Math.max(1, entry.want * 2));
+    const request = { want: entry.want };
+    const others = settleAll(entry, request, sent);
+    const { lease: granted, ...answered } = await this.#leaseCall(stub, key, 0, policy, request, others);
+    this.#remember(entry, answered, this.#clock(), true);
+    if (granted !== null && granted.tokens > 0) entry.next = this.#leaseOf(granted, sent);
   }
 
   /**
@@ -322,7 +417,7 @@ export class LocalLimits {
     // asked for only once the bucket runs low, and only by an isolate with the demand for one
     // (SHARE_TOKENS; with less, plain leases and held denials do better).
     if (share === null && (!underPressure(entry) || !worthAShare(entry, policy, now))) {
-      return this.#leased(entry, stub, key, cost, policy);
+      return this.#leased(entry, stub, key, cost, policy, waitUntil);
     }
     const whole = Number.isInteger(cost);
     if (share !== null && whole && share.take(cost, now)) {
@@ -372,14 +467,10 @@ export class LocalLimits {
       entry.demandSince = sent;
     }
     if (share !== null) request.renew = share.id;
-    const lease = entry.lease;
-    if (share === null && lease !== null) {
-      // The plain lease held until now is settled by the call that asks for the share.
-      request.settle = { id: lease.id, used: lease.used / BILLION };
-      entry.lease = null;
-    }
-    this.calls += 1;
-    const answer = await stub.limitLeased(key, cost, policy, request);
+    // The plain leases held until now are replaced by the share: the call that asks for it
+    // settles them.
+    const others = share === null ? settleInCall(entry, request, sent) : NONE;
+    const answer = await this.#leaseCall(stub, key, cost, policy, request, others);
     const received = this.#clock();
     const { lease: granted, ...answered } = answer;
     const decision = this.#remember(entry, answered, received, true);
@@ -470,6 +561,52 @@ export class LocalLimits {
     }
   }
 }
+
+/** Whether `lease` (or null) can spend `units` more billionths at `now`. */
+function covers(lease, units, now) {
+  return lease !== null && now < lease.deadline && lease.used + units <= lease.billionths;
+}
+
+/** `lease` is no longer spent: the next call settles it. */
+function retire(entry, lease) {
+  entry.unsettled.push(lease);
+}
+
+/**
+ * Retires the leases held (a call replaces them) and settles them: see settleAll.
+ */
+function settleInCall(entry, request, now) {
+  if (entry.lease !== null) retire(entry, entry.lease);
+  if (entry.next !== null) retire(entry, entry.next);
+  entry.lease = entry.next = null;
+  return settleAll(entry, request, now);
+}
+
+/**
+ * Every lease not settled yet, settled now: the oldest by the call's `request`, the others (when
+ * a switch to the next lease and the end of a renewal left more than one) as the settles this
+ * returns, `{ id, used }` for `stub.settle`. A lease past its expiry by this isolate's clock
+ * (the object counts it as fully used, or will in a moment) is settled only by the call, and
+ * only when no other is.
+ */
+function settleAll(entry, request, now) {
+  let others = NONE;
+  let ended = null;
+  for (const lease of entry.unsettled) {
+    if (now >= lease.expires) {
+      ended = lease;
+      continue;
+    }
+    const settlement = { id: lease.id, used: lease.used / BILLION };
+    if (request.settle === undefined) request.settle = settlement;
+    else (others === NONE ? (others = []) : others).push(settlement);
+  }
+  if (request.settle === undefined && ended !== null) request.settle = { id: ended.id, used: ended.used / BILLION };
+  entry.unsettled = [];
+  return others;
+}
+
+const NONE = Object.freeze([]);
 
 /** The name of a bucket's entry: its owner's number, scope, key and policy. */
 function entryName(number, scope, key, policy) {

@@ -38,6 +38,11 @@ export interface RateLimiterStub {
   release?(key: string, id: number): Promise<RateLimitRelease> | RateLimitRelease;
   /** Needed by `skipSuccessfulRequests` / `skipFailedRequests` and `RateLimitCheck.refund` only. */
   refund?(key: string, tokens: number): Promise<void> | void;
+  /**
+   * Used by `local` mode to settle a lease it no longer spends beside a lease call (after a
+   * renewal ahead of time); without it, such a lease counts as fully used at its expiry.
+   */
+  settle?(key: string, settlement: { id: number; used: number }): Promise<boolean> | boolean;
   /** Needed by `local` mode only. */
   limitLeased?(
     key: string,
@@ -76,7 +81,7 @@ export interface LocalLimitsOptions {
 }
 
 /** What `LocalLimits` calls on a stub. */
-export type LocalStub = Required<Pick<RateLimiterStub, 'limit' | 'limitLeased'>>;
+export type LocalStub = Required<Pick<RateLimiterStub, 'limit' | 'limitLeased'>> & Pick<RateLimiterStub, 'settle'>;
 
 /**
  * Leases and a denial cache of one isolate (module scope: keep one for the isolate's life).

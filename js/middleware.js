@@ -3,7 +3,7 @@
 // Framework-free: the Hono flavour only touches c.req.raw, c.env, c.res and c.header.
 import { once, releasedWhenFinished } from './concurrency.js';
 import { rateLimitHeaders } from './headers.js';
-import { decidedHere, LocalLimits, localDecision } from './local.js';
+import { decidedHere, LocalLimits, localDecision, renewalDue, renewLease } from './local.js';
 
 export { analyticsEngineEvents } from './analytics.js';
 
@@ -344,7 +344,11 @@ function decide(o, request, env, context, withRefund, key, cost) {
   if (o.single && o.local !== null) {
     const first = o.policies[0];
     const here = localDecision(o.local, ns, key, first.name, cost, first.limits);
-    if (here !== null) return decided(o, here, true, request, env, context, ns, key, cost, withRefund);
+    if (here !== null) {
+      // Now and then (half a lease spent), the next lease is asked for in the background.
+      if (renewalDue(o.local)) renewLease(o.local, () => ns.get(ns.idFromName(key)), (promise) => keepAlive(context, promise));
+      return decided(o, here, true, request, env, context, ns, key, cost, withRefund);
+    }
   }
   return decideByCall(o, request, env, context, withRefund, ns, key, cost);
 }

@@ -15,14 +15,23 @@ const now = () => Date.now() - T0;
 const SLOW: RateLimiterOptions = { max_tokens: 50, refill_every_seconds: 3600 };
 const BIG: RateLimiterOptions = { max_tokens: 1_000_000, refill_every_seconds: 3600 };
 
-type Call = { method: 'limit' | 'limitLeased'; key: unknown; cost: unknown; lease?: RateLimitLeaseRequest };
+type Call = {
+  method: 'limit' | 'limitLeased' | 'settle';
+  key: unknown;
+  cost?: unknown;
+  lease?: RateLimitLeaseRequest;
+  settlement?: { id: number; used: number };
+  /** When it was made (ms from T0), and the lease it was granted (limitLeased). */
+  sent: number;
+  granted?: { id: number; tokens: number } | null;
+};
 
 /** A stub over `server` that logs every call; `yields` microtask turns before it answers. */
 function stubOf(server: RateLimiterServer, yields = 0) {
   const calls: Call[] = [];
-  const inFlight = { limit: 0, limitLeased: 0 };
-  const stats = { maxInFlight: { limit: 0, limitLeased: 0 } };
-  const pause = async (method: 'limit' | 'limitLeased') => {
+  const inFlight = { limit: 0, limitLeased: 0, settle: 0 };
+  const stats = { maxInFlight: { limit: 0, limitLeased: 0, settle: 0 } };
+  const pause = async (method: Call['method']) => {
     inFlight[method] += 1;
     stats.maxInFlight[method] = Math.max(stats.maxInFlight[method], inFlight[method]);
     for (let i = 0; i < yields; i++) await null;
@@ -30,14 +39,22 @@ function stubOf(server: RateLimiterServer, yields = 0) {
   };
   const stub = {
     limit: async (key: string, cost?: number, policy?: RateLimiterOptions) => {
-      calls.push({ method: 'limit', key, cost });
+      calls.push({ method: 'limit', key, cost, sent: now() });
       await pause('limit');
       return server.limit(key, cost, policy);
     },
     limitLeased: async (key: string, cost?: number, policy?: RateLimiterOptions, lease?: RateLimitLeaseRequest) => {
-      calls.push({ method: 'limitLeased', key, cost, lease: structuredClone(lease) });
+      const call: Call = { method: 'limitLeased', key, cost, lease: structuredClone(lease), sent: now() };
+      calls.push(call);
       await pause('limitLeased');
-      return server.limitLeased(key, cost, policy, lease);
+      const answer = server.limitLeased(key, cost, policy, lease);
+      call.granted = answer.lease === null ? null : { id: answer.lease.id, tokens: answer.lease.tokens };
+      return answer;
+    },
+    settle: async (key: string, settlement: { id: number; used: number }) => {
+      calls.push({ method: 'settle', key, settlement, sent: now() });
+      await pause('settle');
+      return server.settle(key, settlement);
     },
   };
   return { stub, calls, stats };
@@ -82,7 +99,7 @@ describe('LocalLimits', () => {
     );
   });
 
-  it('at a high rate the lease doubles up to maxLease and calls become rare', async () => {
+  it('at a high rate the lease doubles up to maxLease, is renewed ahead of time, and calls become rare', async () => {
     const server = newServer();
     const { local, ask, calls } = isolate(server);
     let allowed = 0;
@@ -91,21 +108,24 @@ describe('LocalLimits', () => {
       if ((await ask(1, BIG)).allowed) allowed += 1;
     }
     expect(allowed).toBe(2000);
-    const wants = calls.map((c) => c.lease?.want);
-    expect(wants.slice(0, 12)).toEqual([0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000]);
+    const leaseCalls = calls.filter((c) => c.method === 'limitLeased');
+    expect(leaseCalls.map((c) => c.lease?.want).slice(0, 12)).toEqual([0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000]);
+    // From the second lease on, each is asked for in the background (cost 0) once half of the
+    // one being spent is gone: only the first two calls answered a request.
+    const renewals = leaseCalls.filter((c) => c.cost === 0).length;
+    expect(leaseCalls.slice(2).every((c) => c.cost === 0)).toBe(true);
     expect(local.calls).toBe(calls.length);
     expect(local.calls).toBeLessThanOrEqual(14);
-    expect(local.calls + local.localAnswers).toBe(2000);
-    // Every lease but the last was settled in full: the bucket lacks exactly 2000 + what is still leased.
-    const held = server.getStatus('k').remaining;
-    expect(held).toBeLessThan(1_000_000 - 2000);
-    expect(calls.at(-1)?.lease?.want).toBe(1000);
-    // The last call was made by 499 ms: at 9499 ms its lease is past the local deadline
-    // (9 s after the call) and before the object's expiry (10 s after it).
+    expect(local.calls - renewals + local.localAnswers).toBe(2000);
+    expect(calls.every((c) => c.method === 'limitLeased')).toBe(true); // one settle per renewal
+    // All leases were sent by 499 ms: at 9499 ms each is past its local deadline (9 s after its
+    // call) and before the object's expiry (10 s after it). The next request calls, and that
+    // call settles what this isolate holds: the bucket lacks exactly the 2001 admitted.
     at(9499);
     await ask(1, BIG);
-    expect(local.calls).toBe(calls.length);
-    expect(calls.at(-1)?.lease?.want).toBe(0);
+    const last = calls.filter((c) => c.method === 'limitLeased').at(-1)!;
+    expect(last.lease?.want).toBe(0);
+    expect(last.cost).toBe(1);
     expect(server.getStatus('k').remaining).toBe(1_000_000 - 2001);
   });
 
@@ -312,47 +332,57 @@ describe('LocalLimits', () => {
     for (const marginMs of [1000, 2500, 0]) {
       const server = newServer();
       const { ask, local, calls } = isolate(server, { marginMs });
-      // Calls 1 ms apart: want 0, 1, 2, 4; the fourth call (at 7 ms) leases 4.
+      // Requests 1 ms apart: calls with want 0 and 1, then renewals ahead of time with want 2
+      // (at 2 ms) and 4 (at 4 ms): the lease of 4 is the next one, not spent yet.
       let t = 0;
       while (calls.length < 4) {
         at(t++);
         await ask(1, BIG);
       }
-      const sent = now();
-      expect(calls.at(-1)?.lease?.want).toBe(4);
-      const deadline = sent + 10_000 - marginMs;
+      const four = calls.at(-1)!;
+      expect(four.lease?.want).toBe(4);
+      expect(four.granted?.tokens).toBe(4);
+      const deadline = four.sent + 10_000 - marginMs;
       at(deadline - 1);
-      await ask(1, BIG);
+      await ask(1, BIG); // the lease of 4 takes over
       expect(local.calls).toBe(4);
       at(deadline);
       await ask(1, BIG);
-      expect(local.calls).toBe(5);
-      // That call settled the lease: 1 of 4 used, 3 back.
-      expect(calls.at(-1)?.lease?.settle?.used).toBe(1);
+      expect(local.calls).toBeGreaterThan(4);
+      // That call (or a settle beside it) settled the lease of 4: 1 used, 3 back.
+      const settled = calls
+        .slice(4)
+        .map((c) => (c.method === 'settle' ? c.settlement : c.lease?.settle))
+        .find((x) => x?.id === four.granted!.id);
+      expect(settled?.used).toBe(1);
     }
   });
 
-  it('the next call settles the lease: its unused tokens go back to the bucket', async () => {
+  it('the next call settles the leases: their unused tokens go back to the bucket', async () => {
     const server = newServer();
     const { ask, calls } = isolate(server);
+    let admitted = 0;
     let t = 0;
     while (calls.length < 6) {
       at(t++);
-      await ask(1, BIG); // leases 0, 1, 2, 4, 8, then 16 on the 6th call
+      if ((await ask(1, BIG)).allowed) admitted += 1; // leases 0, 1, 2, 4, 8, then 16 asked for
     }
-    const granted = 16;
-    const admitted = 1 + 2 + 3 + 5 + 9 + 1; // requests so far
-    expect(server.getStatus('k').remaining).toBe(1_000_000 - admitted - granted);
-    for (let i = 0; i < 5; i++) await ask(1, BIG); // 5 of the 16, locally
+    for (let i = 0; i < 5; i++) if ((await ask(1, BIG)).allowed) admitted += 1; // locally
     expect(calls).toHaveLength(6);
-    const sent = t - 1; // when the 6th call was made
-    at(sent + 8999);
-    await ask(1, BIG); // still local
+    const sixth = calls.at(-1)!;
+    expect(sixth.granted?.tokens).toBe(16);
+    // Both leases held are still being spent or waiting; at the sixth's local deadline a call
+    // settles them (one in the call, the other beside it) and asks for about what was used.
+    at(sixth.sent + 8999);
+    if ((await ask(1, BIG)).allowed) admitted += 1;
     expect(calls).toHaveLength(6);
-    at(sent + 9000); // the local deadline: a call, which asks for about what was used: 6
-    await ask(1, BIG);
-    expect(calls.at(-1)?.lease).toEqual({ want: 6, settle: { id: expect.any(Number), used: 6 } });
-    expect(server.getStatus('k').remaining).toBe(1_000_000 - admitted - 6 - 1 - 6);
+    at(sixth.sent + 9000);
+    if ((await ask(1, BIG)).allowed) admitted += 1;
+    const last = calls.filter((c) => c.method === 'limitLeased').at(-1)!;
+    expect(last.cost).toBe(1);
+    // Nothing lost, nothing counted twice: the bucket lacks what was admitted, plus the lease
+    // the last call granted.
+    expect(server.getStatus('k').remaining).toBe(1_000_000 - admitted - (last.granted?.tokens ?? 0));
   });
 
   it('concurrent requests on one bucket: one lease call at a time, plain calls meanwhile, no double settle', async () => {

@@ -972,8 +972,11 @@ describe('shadow mode and decision events', () => {
     const leased = rateLimit({ binding: 'LIMITER', policy: { name: 'far', max_tokens: 1000, refill_every_seconds: 1 }, local, onDecision: (e) => void localEvents.push(e) })(counting());
     for (let i = 0; i < 20; i++) await leased(request('198.51.100.153'), env, ctx);
     expect(localEvents.every((e) => e.outcome === 'allowed')).toBe(true);
-    expect(localEvents.filter((e) => !e.local)).toHaveLength(local.calls);
+    // Each request's event says whether this isolate decided it; the isolate's calls include
+    // renewals ahead of time, which answer no request.
+    expect(localEvents).toHaveLength(20);
     expect(localEvents.filter((e) => e.local)).toHaveLength(local.localAnswers);
+    expect(localEvents.filter((e) => !e.local).length).toBeLessThanOrEqual(local.calls);
     expect(local.localAnswers).toBeGreaterThan(10);
   });
 
