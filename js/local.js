@@ -235,7 +235,7 @@ export class LocalLimits {
       if (denied !== null) return denied;
       return this.#plainCall(entry, stubOf(stub), key, cost, policy);
     }
-    return leasing(entry, () => this.#call(entry, stubOf(stub), key, cost, policy));
+    return leasing(entry, () => this.#call(entry, stubOf(stub), key, cost, policy, waitUntil));
   }
 
   /**
@@ -296,9 +296,11 @@ export class LocalLimits {
     lease.used += units;
     // Far from the limit, a busy bucket's next lease is asked for once half of this one is
     // spent, in the background: no request then waits for a lease call or makes a plain call.
+    // (Not with shares: there the lease ahead moved isolates to shares sooner and lost
+    // admissions in the simulation.)
     entry.renewDue =
       now - entry.previousAt <= BUSY_MS && entry.next === null && !entry.leasing &&
-      2 * lease.used > lease.billionths && !underPressure(entry);
+      2 * lease.used > lease.billionths && !this.#shares && farFromTheLimit(entry);
     entry.previousAt = now;
     const last = entry.last;
     const nextLeft = entry.next === null ? 0 : entry.next.billionths - entry.next.used;
@@ -312,7 +314,7 @@ export class LocalLimits {
     };
   }
 
-  async #call(entry, stub, key, cost, policy) {
+  async #call(entry, stub, key, cost, policy, waitUntil) {
     const lease = entry.lease;
     const sent = this.#clock();
     // Requests keep coming: ask for twice as much as last time (from the cost up). A lease
@@ -332,7 +334,7 @@ export class LocalLimits {
     const others = settleInCall(entry, request, sent);
     let answer;
     try {
-      answer = await this.#leaseCall(stub, key, cost, policy, request, others);
+      answer = await this.#leaseCall(stub, key, cost, policy, request, others, waitUntil);
     } catch (error) {
       // Bad input is rejected before anything is settled: the leases are still ours.
       if (error?.name === 'TypeError' || error?.name === 'RangeError') {
@@ -352,16 +354,19 @@ export class LocalLimits {
 
   /**
    * `stub.limitLeased(key, cost, policy, request)`, with the `others` settles (settleAll) as
-   * `stub.settle` calls of their own beside it, when the stub has that method.
+   * `stub.settle` calls of their own beside it, when the stub has that method. The answer does
+   * not wait for them: `waitUntil` keeps them alive (or `await` does, when `waitUntil` is
+   * `true`: in a renewal, which no request awaits).
    */
-  async #leaseCall(stub, key, cost, policy, request, others) {
+  async #leaseCall(stub, key, cost, policy, request, others, waitUntil) {
     this.calls += 1;
     if (others.length === 0 || typeof stub.settle !== 'function') return stub.limitLeased(key, cost, policy, request);
     this.calls += others.length;
     // A settle that fails leaves its lease to expire: fully used.
-    const settles = others.map((settlement) => Promise.resolve(stub.settle(key, settlement)).catch(() => false));
-    const [answer] = await Promise.all([stub.limitLeased(key, cost, policy, request), ...settles]);
-    return answer;
+    const settles = Promise.all(others.map((settlement) => Promise.resolve(stub.settle(key, settlement)).catch(() => false)));
+    if (waitUntil === true) return (await Promise.all([stub.limitLeased(key, cost, policy, request), settles]))[0];
+    if (typeof waitUntil === 'function') waitUntil(settles);
+    return stub.limitLeased(key, cost, policy, request);
   }
 
   /** A granted lease as this isolate spends it: until `marginMs` before its expiry. */
@@ -390,7 +395,7 @@ export class LocalLimits {
     entry.want = Math.min(this.#maxLease, Math.max(1, entry.want * 2));
     const request = { want: entry.want };
     const others = settleAll(entry, request, sent);
-    const { lease: granted, ...answered } = await this.#leaseCall(stub, key, 0, policy, request, others);
+    const { lease: granted, ...answered } = await this.#leaseCall(stub, key, 0, policy, request, others, true);
     this.#remember(entry, answered, this.#clock(), true);
     if (granted !== null && granted.tokens > 0) entry.next = this.#leaseOf(granted, sent);
   }
@@ -446,11 +451,11 @@ export class LocalLimits {
     const busy = now - entry.previousAt <= BUSY_MS;
     entry.previousAt = now;
     if (!busy && share === null) return this.#plainCall(entry, stubOf(stub), key, cost, policy);
-    return leasing(entry, () => this.#shareCall(entry, stubOf(stub), key, cost, policy));
+    return leasing(entry, () => this.#shareCall(entry, stubOf(stub), key, cost, policy, waitUntil));
   }
 
   /** One call that decides `cost` and asks for a share, or renews and tops up the one held. */
-  async #shareCall(entry, stub, key, cost, policy) {
+  async #shareCall(entry, stub, key, cost, policy, waitUntil) {
     const sent = this.#clock();
     const share = entry.share;
     // Tokens per second asked for since the last report (over at least a second).
@@ -470,7 +475,7 @@ export class LocalLimits {
     // The plain leases held until now are replaced by the share: the call that asks for it
     // settles them.
     const others = share === null ? settleInCall(entry, request, sent) : NONE;
-    const answer = await this.#leaseCall(stub, key, cost, policy, request, others);
+    const answer = await this.#leaseCall(stub, key, cost, policy, request, others, waitUntil);
     const received = this.#clock();
     const { lease: granted, ...answered } = answer;
     const decision = this.#remember(entry, answered, received, true);
@@ -488,7 +493,7 @@ export class LocalLimits {
     if (entry.leasing || entry.share === null || !entry.share.dueAt(now)) return;
     // Once the bucket has room again, the share is left to end with its term.
     if (!underPressure(entry)) return;
-    const renewal = leasing(entry, () => this.#shareCall(entry, stubOf(stub), key, 0, policy)).then(
+    const renewal = leasing(entry, () => this.#shareCall(entry, stubOf(stub), key, 0, policy, true)).then(
       () => {},
       () => {}, // a renewal that fails leaves the share to end with its term
     );
@@ -664,6 +669,19 @@ function worthAShare(entry, policy, now) {
 function heldDenial(entry, now) {
   return { ...entry.denial, retry_after_ms: Math.ceil(Math.max(entry.deniedUntil, entry.denialEnds) - now) };
 }
+
+/**
+ * Whether the bucket had at least half its capacity left when it last answered, and the next
+ * lease would take at most a twentieth of that: two leases held by one isolate then keep
+ * little of the bucket from the others.
+ */
+function farFromTheLimit(entry) {
+  const last = entry.last;
+  return last !== null && last.allowed && last.remaining >= Math.max(last.limit / 2, 2 * RENEW_SHARE * entry.want);
+}
+
+/** The next lease asked for ahead of time is at most 1 / (2 × this) of what the bucket has left. */
+const RENEW_SHARE = 10;
 
 /** Whether the bucket ran low, or denied, when it last answered. */
 function underPressure(entry) {

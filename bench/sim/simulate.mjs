@@ -185,8 +185,9 @@ export async function simulateCell(cell, lib, modes = MODES) {
 
   function makeStub(isolate) {
     const call = (method, args) => {
-      // A call of cost 0 (a share's renewal) is no request's own, whichever request started it.
-      const request = TAKES_THE_COST.has(method) && args[1] === 0 ? -1 : attributedRequest;
+      // Only a call that decides a cost is a request's own: one of cost 0 (a renewal) or a
+      // settle sent beside the call is no request's, whichever request started it.
+      const request = TAKES_THE_COST.has(method) && args[1] !== 0 ? attributedRequest : -1;
       const sent = copyPlain(args);
       return new Promise((resolve, reject) => {
         at(

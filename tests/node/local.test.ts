@@ -129,6 +129,27 @@ describe('LocalLimits', () => {
     expect(server.getStatus('k').remaining).toBe(1_000_000 - 2001);
   });
 
+  it('no lease is asked for ahead of time near the limit, nor with shares', async () => {
+    // 100 tokens: below half of them left, every lease call is a request's own.
+    const near = isolate(newServer());
+    const policy = { max_tokens: 100, refill_every_seconds: 3600 };
+    for (let i = 0; i < 100; i++) {
+      at(i);
+      await near.ask(1, policy);
+    }
+    const aheadWhenFull = near.calls.filter((c) => c.cost === 0 && c.sent < 50);
+    const aheadWhenLow = near.calls.filter((c) => c.cost === 0 && c.sent >= 60);
+    expect(aheadWhenFull.length).toBeGreaterThan(0);
+    expect(aheadWhenLow).toEqual([]);
+    // With shares, far from the limit too: the isolate's plain leases are taken as before.
+    const shared = isolate(newServer(), { shares: true });
+    for (let i = 0; i < 2000; i++) {
+      at(Math.floor(i / 4));
+      await shared.ask(1, BIG);
+    }
+    expect(shared.calls.filter((c) => c.cost === 0)).toEqual([]);
+  });
+
   it('requests that make plain calls while a slow lease call is in flight keep the bucket busy', async () => {
     const server = newServer();
     const wants: (number | undefined)[] = [];
