@@ -16,12 +16,14 @@
 #        bench/e2e/wake.mjs -> bench/out/wake.log, wake.json (wake-up cost)
 #        bench/e2e/local.mjs -> bench/out/local.log, local.json (local decisions)
 #   6. bench/sim/run.mjs + charts.mjs   -> bench/out/sim.log, sim.json, bench/sim/*.svg (simulation)
-#   7. node bench/report.mjs            -> bench/RESULTS.md, bench/keys.svg
+#   7. only with BENCH_COMPARE=<rev>: scripts/bench-compare.sh <rev> -> bench/out/compare.log
+#        (before and after: that revision's build beside HEAD's, per call, same run)
+#   8. node bench/report.mjs            -> bench/RESULTS.md, bench/keys.svg
 # A part that fails does not stop the others; the report says so and the script exits 1.
 # Environment: BENCH_SKIP="engine e2e" skips parts (floor, engine, consume, memory, latency,
-# size, churn, e2e, workerd-loop, wake, local, sim); BENCH_NO_BUILD=1 never rebuilds the package
-# (only builds it when missing); ROUNDS=3 DURATION=6 for bench/e2e/run.mjs and
-# bench/e2e/local.mjs.
+# size, churn, e2e, workerd-loop, wake, local, sim, compare); BENCH_NO_BUILD=1 never rebuilds the
+# package (only builds it when missing); ROUNDS=3 DURATION=6 for bench/e2e/run.mjs and
+# bench/e2e/local.mjs; BENCH_COMPARE=<rev> adds part 7 (a few minutes more; off by default).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/node_modules/.bin:$HOME/.cargo/bin:$PATH"
@@ -29,7 +31,7 @@ export PATH="$PWD/node_modules/.bin:$HOME/.cargo/bin:$PATH"
 OUT=bench/out
 mkdir -p "$OUT"
 # Results of an earlier run must not pass for this one's.
-rm -f "$OUT"/{consume,memory,latency,size,e2e,churn,wake,local,sim}.json "$OUT"/{floor-build,engine,consume,memory,latency,size,e2e,workerd-loop,wake,local,sim}.log "$OUT"/status.txt
+rm -f "$OUT"/{consume,memory,latency,size,e2e,churn,wake,local,sim}.json "$OUT"/{floor-build,engine,consume,memory,latency,size,e2e,workerd-loop,wake,local,sim,compare}.log "$OUT"/status.txt
 STATUS="$OUT/status.txt"
 START=$(date +%s)
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?')
@@ -120,7 +122,13 @@ fi
 #    then its charts.
 part sim "$OUT/sim.log" sh -c 'node bench/sim/run.mjs && node bench/sim/charts.mjs'
 
-# 7. The report.
+# 7. Before and after, only when asked: the build of revision $BENCH_COMPARE beside HEAD's, in
+#    worktrees and target dirs of its own (scripts/bench-compare.sh, bench/README.md).
+if [ -n "${BENCH_COMPARE:-}" ]; then
+  part compare "$OUT/compare.log" bash scripts/bench-compare.sh "$BENCH_COMPARE"
+fi
+
+# 8. The report.
 record total "$([ ${#FAILED[@]} -eq 0 ] && echo ok || echo failed)" $(($(date +%s) - START)) \
   "load average at start ${LOAD_START}"
 log "report"
