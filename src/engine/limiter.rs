@@ -5,7 +5,7 @@ use super::bucket::{self, convert, refill, take, wait_for, wait_for_full, Bucket
 use super::error::{decimal, join, Error};
 use super::gate::{Gates, PermitAsk, PermitDecision};
 use super::lease::{Lease, Leases};
-use super::leasing::{leased_wait, Grant};
+use super::leasing::leased_wait;
 use super::options::{Cost, Options, OptionsPatch, UNITS_PER_TOKEN};
 use super::share::{out_at, refill_through_leases, wait_through_leases};
 use super::store::Store;
@@ -263,23 +263,14 @@ impl Limiter {
         if let Some(settlement) = settle {
             self.settle(key, settlement, now);
         }
-        let blocked = self.blocked_until(key, now);
+        if let Some(end) = self.blocked_until(key, now) {
+            return Ok(self.limit_blocked(key, cost, given, policy, end, now));
+        }
         let mut view = self.view(key, policy, now);
-        let outcome = match blocked {
-            Some(_) => Err(()),
-            None => take(view.current, cost, &view.options, now),
-        };
+        let outcome = take(view.current, cost, &view.options, now);
         let state = outcome.unwrap_or(view.current);
         let options = view.options;
-        // A blocked key is granted and renewed nothing: its holders learn of the block.
-        let granted = match blocked {
-            Some(_) => Grant {
-                state,
-                lease: None,
-                moved: 0,
-            },
-            None => self.grant(key, &mut view, ask, outcome.is_ok(), state, now),
-        };
+        let granted = self.grant(key, &mut view, ask, outcome.is_ok(), state, now);
         let (state, lease, moved) = (granted.state, granted.lease, granted.moved);
         // A denied call without a policy changes nothing, like a denied `consume`; one that
         // granted or renewed a share records it.
@@ -287,10 +278,7 @@ impl Limiter {
             let at = self.store.position(key);
             self.commit(key, at, state, view.policy, now);
         }
-        let mut decision = self.decision(outcome.is_ok(), state, cost, &view, now);
-        if let Some(end) = blocked {
-            decision.retry_after_ms = after_block(decision.retry_after_ms, end, now);
-        }
+        let decision = self.decision(outcome.is_ok(), state, cost, &view, now);
         let moved = moved.saturating_mul(UNITS_PER_TOKEN / options.unit());
         Ok(LeaseDecision {
             decision,
@@ -298,6 +286,37 @@ impl Limiter {
             moved,
             options,
         })
+    }
+
+    /// `limit_shared` on a key blocked until `end`: denied, waiting for the block's end, with
+    /// no lease or share granted or renewed (its holders learn of the block); a given policy
+    /// is recorded as on any call. Apart, so that calls on keys without a block run the code
+    /// they ran before blocks existed.
+    #[cold]
+    #[inline(never)]
+    fn limit_blocked(
+        &mut self,
+        key: &[u8],
+        cost: Cost,
+        given: bool,
+        policy: Option<Options>,
+        end: Instant,
+        now: Instant,
+    ) -> LeaseDecision {
+        let view = self.view(key, policy, now);
+        let (state, options) = (view.current, view.options);
+        if given {
+            let at = self.store.position(key);
+            self.commit(key, at, state, view.policy, now);
+        }
+        let mut decision = self.decision(false, state, cost, &view, now);
+        decision.retry_after_ms = after_block(decision.retry_after_ms, end, now);
+        LeaseDecision {
+            decision,
+            lease: None,
+            moved: 0,
+            options,
+        }
     }
 
     /// Gives `tokens` back to the bucket of `key` (a request that should not count), up to
@@ -353,15 +372,22 @@ impl Limiter {
                 .map_err(|e| e.within(&join(&["requests[", &decimal(i), "].policy"])))?;
             views.push(self.view(request.key, policy, now));
         }
-        let blocked: Vec<Option<Instant>> = requests
-            .iter()
-            .map(|r| self.blocked_until(r.key, now))
-            .collect();
+        // Each member's block; with no block in force (the common case), none is looked up
+        // and nothing is allocated.
+        let blocked: Vec<Option<Instant>> = if self.blocks.is_empty() {
+            Vec::new()
+        } else {
+            requests
+                .iter()
+                .map(|r| self.blocked_until(r.key, now))
+                .collect()
+        };
+        let block_of = |i: usize| blocked.get(i).copied().flatten();
         let outcomes: Vec<_> = views
             .iter()
             .zip(requests)
-            .zip(&blocked)
-            .map(|((view, r), block)| match block {
+            .enumerate()
+            .map(|(i, (view, r))| match block_of(i) {
                 Some(_) => Err(()),
                 None => take(view.current, r.cost, &view.options, now),
             })
@@ -379,8 +405,7 @@ impl Limiter {
         });
         let allowed = buckets_allow && permit.is_none_or(|p| p.allowed);
         let mut results = Vec::with_capacity(requests.len());
-        for (((view, request), outcome), block) in
-            views.iter().zip(requests).zip(outcomes).zip(blocked)
+        for (i, ((view, request), outcome)) in views.iter().zip(requests).zip(outcomes).enumerate()
         {
             // A shadow member with room takes its cost on its own, once the others allowed.
             let state = match outcome {
@@ -392,7 +417,7 @@ impl Limiter {
             self.commit(request.key, at, state, view.policy, now);
             let room = outcome.is_ok();
             let mut decision = self.decision(room, state, request.cost, view, now);
-            if let Some(end) = block {
+            if let Some(end) = block_of(i) {
                 decision.retry_after_ms = after_block(decision.retry_after_ms, end, now);
             }
             if let (Some(nanos), false, false) = (request.penalty, request.shadow, allowed) {
