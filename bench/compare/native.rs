@@ -112,8 +112,11 @@ macro_rules! engine {
                         Method::Check => {
                             self.chunks(order, calls, |l, k, now| l.check(k, Cost::ONE, now))
                         }
+                        // The whole decision is kept, as the binding reads every field of it:
+                        // reading `allowed` alone let the optimiser drop the computation of
+                        // the waits and the status whenever it inlined the call.
                         Method::Limit => self.chunks(order, calls, |l, k, now| {
-                            l.limit(k, Cost::ONE, None, now)
+                            std::hint::black_box(l.limit(k, Cost::ONE, None, now))
                                 .map(|d| d.allowed)
                                 .unwrap_or(false)
                         }),

@@ -50,7 +50,10 @@ impl Blocks {
         self.keys.len()
     }
 
-    /// When the block of `key` in force at `now` ends, if there is one.
+    /// When the block of `key` in force at `now` ends, if there is one. Out of line: most
+    /// calls meet no block at all, and only the emptiness test belongs in their code.
+    #[cold]
+    #[inline(never)]
     fn until(&mut self, key: &[u8], now: Instant) -> Option<Instant> {
         self.sweep(now);
         self.keys.retain(key, |end| *end > now);
@@ -82,6 +85,7 @@ impl Blocks {
 
 impl Limiter {
     /// When the block of `key` in force at `now` ends, if there is one.
+    #[inline(always)]
     pub fn blocked_until(&mut self, key: &[u8], now: Instant) -> Option<Instant> {
         if self.blocks.is_empty() {
             return None;
