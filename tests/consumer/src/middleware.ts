@@ -50,6 +50,13 @@ export const generations = rateLimit<Env>({
   concurrency: { name: 'generate', max_in_flight: 4, ttl_seconds: 120 },
 });
 
+// A penalty box each isolate holds for the whole block, hearing of an unblock within a minute.
+export const penalized = rateLimit<Env>({
+  binding: 'LIMITER',
+  policy: { name: 'login', max_tokens: 5, refill_every_seconds: 60, block_seconds: 900 },
+  local: { maxHoldMs: 60_000 },
+});
+
 export async function core(request: Request, env: Env): Promise<Response> {
   const result: RateLimitCheck = await checkRateLimit(request, env, { binding: env.LIMITER, policy });
   if (result.response === null && result.skipped === false) await Promise.all([result.refund(), result.release()]);
@@ -74,6 +81,8 @@ export function wrongUses(): void {
   rateLimit({ binding: 'LIMITER', concurrency: { ttl_seconds: 60 } });
   // @ts-expect-error skip returns a boolean
   rateLimit({ binding: 'LIMITER', policy, skip: () => 'yes' });
+  // @ts-expect-error maxHoldMs is a number of milliseconds
+  rateLimit({ binding: 'LIMITER', policy, local: { maxHoldMs: '60000' } });
 }
 
 // The durable class works with the middleware alike: slow login limits survive eviction.
