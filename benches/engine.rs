@@ -50,6 +50,10 @@ use governor::state::keyed::DefaultKeyedStateStore;
 use governor::{Quota, RateLimiter};
 use rate_limiter::engine::{Cost, Instant, Limiter, OptionsPatch};
 
+#[path = "support/keys.rs"]
+mod keys;
+use keys::{key, shuffled};
+
 /// Live key counts measured; `ENGINE_BENCH_KEYS=1,10000` (comma-separated) picks others.
 const SIZES: [usize; 3] = [1, 10_000, 1_000_000];
 /// Calls per timed chunk; the clock advances between chunks.
@@ -83,29 +87,6 @@ struct Fixture {
     /// Next position in `call_keys`, kept across samples so they never restart at key 0.
     ours_cursor: usize,
     governor_cursor: usize,
-}
-
-fn key(i: usize) -> String {
-    format!("client-{i}:api")
-}
-
-/// SplitMix64: a tiny deterministic generator for the shuffle (same order every run).
-fn splitmix(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-fn shuffled(n: usize) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..n).collect();
-    let mut state = 0x5EED_u64;
-    for i in (1..n).rev() {
-        let j = (splitmix(&mut state) % (i as u64 + 1)) as usize;
-        order.swap(i, j);
-    }
-    order
 }
 
 impl Fixture {

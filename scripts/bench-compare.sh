@@ -164,8 +164,8 @@ fi
 if ! skipped native; then
   log "native: bench/compare/native.rs, old and new engines interleaved"
   crate=$DIR/native
-  mkdir -p "$crate/src"
-  cp "$ROOT/bench/compare/native.rs" "$crate/src/main.rs"
+  mkdir -p "$crate"
+  rm -rf "${crate:?}/src" # (an older layout copied the harness in)
   # The lock file of the new tree: the same dependency versions the package is built with.
   git -C "$ROOT" show "$NEW_SHA:Cargo.lock" > "$crate/Cargo.lock"
   # Each tree's crate as a package of its own name (cargo takes no two packages of one name
@@ -196,6 +196,12 @@ name = "rate-limiter-bench-compare"
 version = "0.0.0"
 edition = "2021"
 publish = false
+
+# Built where it lies, so that its `#[path]` module (the keys shared with benches/engine.rs)
+# resolves.
+[[bin]]
+name = "rate-limiter-bench-compare"
+path = "$ROOT/bench/compare/native.rs"
 
 [workspace]
 

@@ -24,6 +24,10 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant as WallClock};
 
+#[path = "../../benches/support/keys.rs"]
+mod keys;
+use keys::{key, shuffled};
+
 /// Calls per timed chunk; the clock advances between chunks.
 const CHUNK: u64 = 1024;
 /// Simulated time per call, in nanoseconds.
@@ -208,29 +212,6 @@ fn blocks_in_force(subject: &Subject) -> usize {
         }
         Subject::Old(_) => 0,
     }
-}
-
-fn key(i: usize) -> String {
-    format!("client-{i}:api")
-}
-
-/// SplitMix64, for the shuffle (the same order every run), as in benches/engine.rs.
-fn splitmix(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-fn shuffled(n: usize) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..n).collect();
-    let mut state = 0x5EED_u64;
-    for i in (1..n).rev() {
-        let j = (splitmix(&mut state) % (i as u64 + 1)) as usize;
-        order.swap(i, j);
-    }
-    order
 }
 
 fn median(xs: &[f64]) -> f64 {
