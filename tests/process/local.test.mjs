@@ -196,8 +196,10 @@ describe(`local decisions: ${EDGES} Worker isolates, ${CONNECTIONS} connections 
     const { rpc, local, shares } = bound1.modes;
     assert.ok(Math.abs(rpc.requests - local.requests) <= CONNECTIONS, `rpc ${rpc.requests} vs local ${local.requests} requests`);
     assert.ok(Math.abs(rpc.requests - shares.requests) <= CONNECTIONS, `rpc ${rpc.requests} vs shares ${shares.requests} requests`);
-    assert.equal(bound1.calls + bound1.localAnswers, local.requests, 'calls + local answers = local-mode requests');
-    // (With shares, renewals in the background are calls of no request.)
+    // (Renewals in the background, of a plain lease ahead of time or of a share, and settles
+    // beside a call are calls of no request.)
+    assert.ok(bound1.localAnswers <= local.requests, 'local answers <= local-mode requests');
+    assert.ok(bound1.calls + bound1.localAnswers >= local.requests, 'calls + local answers cover every local-mode request');
     assert.ok(bound1.sharesLocalAnswers <= shares.requests, 'shares: local answers <= requests');
     assert.ok(
       bound1.sharesCalls + bound1.sharesLocalAnswers >= shares.requests,
@@ -235,7 +237,8 @@ describe(`local decisions: ${EDGES} Worker isolates, ${CONNECTIONS} connections 
   it(`far from the limit: everything admitted with at most ${MAX_RPC_PER_REQUEST_FAR} calls per request`, () => {
     const { requests, admitted } = far.modes.local;
     assert.equal(admitted, requests, 'far from the limit, everything is admitted');
-    assert.equal(far.calls + far.localAnswers, requests, 'calls + local answers = requests');
+    assert.ok(far.localAnswers <= requests, 'local answers <= requests');
+    assert.ok(far.calls + far.localAnswers >= requests, 'calls + local answers cover every request');
     assert.ok(
       far.calls / requests <= MAX_RPC_PER_REQUEST_FAR,
       `${far.calls} calls for ${requests} requests (${(far.calls / requests).toFixed(4)} per request)`,
