@@ -5,7 +5,7 @@ use super::bucket::{self, convert, refill, take, wait_for, wait_for_full, Bucket
 use super::error::{decimal, join, Error};
 use super::gate::{Gates, PermitAsk, PermitDecision};
 use super::lease::{Lease, Leases};
-use super::leasing::leased_wait;
+use super::leasing::{leased_wait, Grant};
 use super::options::{Cost, Options, OptionsPatch, UNITS_PER_TOKEN};
 use super::share::{out_at, refill_through_leases, wait_through_leases};
 use super::store::Store;
@@ -263,14 +263,23 @@ impl Limiter {
         if let Some(settlement) = settle {
             self.settle(key, settlement, now);
         }
-        if let Some(end) = self.blocked_until(key, now) {
-            return Ok(self.limit_blocked(key, cost, given, policy, end, now));
-        }
+        let blocked = self.blocked_until(key, now);
         let mut view = self.view(key, policy, now);
-        let outcome = take(view.current, cost, &view.options, now);
+        let outcome = match blocked {
+            Some(_) => Err(()),
+            None => take(view.current, cost, &view.options, now),
+        };
         let state = outcome.unwrap_or(view.current);
         let options = view.options;
-        let granted = self.grant(key, &mut view, ask, outcome.is_ok(), state, now);
+        // A blocked key is granted and renewed nothing: its holders learn of the block.
+        let granted = match blocked {
+            Some(_) => Grant {
+                state,
+                lease: None,
+                moved: 0,
+            },
+            None => self.grant(key, &mut view, ask, outcome.is_ok(), state, now),
+        };
         let (state, lease, moved) = (granted.state, granted.lease, granted.moved);
         // A denied call without a policy changes nothing, like a denied `consume`; one that
         // granted or renewed a share records it.
@@ -278,7 +287,10 @@ impl Limiter {
             let at = self.store.position(key);
             self.commit(key, at, state, view.policy, now);
         }
-        let decision = self.decision(outcome.is_ok(), state, cost, &view, now);
+        let mut decision = self.decision(outcome.is_ok(), state, cost, &view, now);
+        if let Some(end) = blocked {
+            decision.retry_after_ms = after_block(decision.retry_after_ms, end, now);
+        }
         let moved = moved.saturating_mul(UNITS_PER_TOKEN / options.unit());
         Ok(LeaseDecision {
             decision,
@@ -286,37 +298,6 @@ impl Limiter {
             moved,
             options,
         })
-    }
-
-    /// `limit_shared` on a key blocked until `end`: denied, waiting for the block's end, with
-    /// no lease or share granted or renewed (its holders learn of the block); a given policy
-    /// is recorded as on any call. Apart, so that calls on keys without a block run the code
-    /// they ran before blocks existed.
-    #[cold]
-    #[inline(never)]
-    fn limit_blocked(
-        &mut self,
-        key: &[u8],
-        cost: Cost,
-        given: bool,
-        policy: Option<Options>,
-        end: Instant,
-        now: Instant,
-    ) -> LeaseDecision {
-        let view = self.view(key, policy, now);
-        let (state, options) = (view.current, view.options);
-        if given {
-            let at = self.store.position(key);
-            self.commit(key, at, state, view.policy, now);
-        }
-        let mut decision = self.decision(false, state, cost, &view, now);
-        decision.retry_after_ms = after_block(decision.retry_after_ms, end, now);
-        LeaseDecision {
-            decision,
-            lease: None,
-            moved: 0,
-            options,
-        }
     }
 
     /// Gives `tokens` back to the bucket of `key` (a request that should not count), up to
