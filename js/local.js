@@ -383,11 +383,8 @@ export class LocalLimits {
    */
   #renewInBackground(entry, stub, key, policy, waitUntil) {
     if (entry.leasing || entry.next !== null) return;
-    const renewal = leasing(entry, () => this.#renewal(entry, stubOf(stub), key, policy)).then(
-      () => {},
-      () => {}, // a renewal that fails leaves the lease it settled to expire: fully used
-    );
-    if (typeof waitUntil === 'function') waitUntil(renewal);
+    // (A renewal that fails leaves the lease it settled to expire: fully used.)
+    inBackground(entry, () => this.#renewal(entry, stubOf(stub), key, policy), waitUntil);
   }
 
   async #renewal(entry, stub, key, policy) {
@@ -493,11 +490,8 @@ export class LocalLimits {
     if (entry.leasing || entry.share === null || !entry.share.dueAt(now)) return;
     // Once the bucket has room again, the share is left to end with its term.
     if (!underPressure(entry)) return;
-    const renewal = leasing(entry, () => this.#shareCall(entry, stubOf(stub), key, 0, policy, true)).then(
-      () => {},
-      () => {}, // a renewal that fails leaves the share to end with its term
-    );
-    if (typeof waitUntil === 'function') waitUntil(renewal);
+    // (A renewal that fails leaves the share to end with its term.)
+    inBackground(entry, () => this.#shareCall(entry, stubOf(stub), key, 0, policy, true), waitUntil);
   }
 
   /** A decision made by the share: the bucket as last reported, plus the share's tokens. */
@@ -697,6 +691,18 @@ async function leasing(entry, call) {
   } finally {
     entry.leasing = false;
   }
+}
+
+/**
+ * `call()` as the one call in flight on `entry`, in the background: `waitUntil` keeps it alive,
+ * no request awaits it, and its failure is nobody's (what it did not do is left to expire).
+ */
+function inBackground(entry, call, waitUntil) {
+  const done = leasing(entry, call).then(
+    () => {},
+    () => {},
+  );
+  if (typeof waitUntil === 'function') waitUntil(done);
 }
 
 /**
