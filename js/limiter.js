@@ -5,9 +5,6 @@ import { FastAnswer, RateLimiter } from './rate_limiter.js';
 
 const { Allowed, UseGeneralPath } = FastAnswer;
 
-// A RateLimiter lives in wasm memory: free it with its owner, unless its instance is gone.
-const owners = new FinalizationRegistry(release);
-
 function release(cell) {
   if (cell.limiter === undefined) return;
   if (cell.generation === cell.instance.generation) cell.limiter.free();
@@ -15,19 +12,69 @@ function release(cell) {
   else cell.limiter.__destroy_into_raw();
 }
 
+/**
+ * The cells whose RateLimiter is alive, for runtimes without finalizers. Each RateLimiter
+ * made inspects the next two, round-robin, and frees one that holds nothing at this moment
+ * (every bucket full, no block, permit or lease in force): its owner, if it is still in use,
+ * makes a new one with the same options at its next call, and cannot tell the difference.
+ */
+class IdleSweep {
+  #cells = [];
+  #next = 0;
+
+  add(cell) {
+    for (let i = 0; i < 2 && this.#cells.length > 0; i++) {
+      if (this.#next >= this.#cells.length) this.#next = 0;
+      const other = this.#cells[this.#next];
+      if (other === cell) {
+        this.#next += 1;
+        continue;
+      }
+      if (other.generation === other.instance.generation && !other.limiter.holdsNothing(Date.now())) {
+        this.#next += 1;
+        continue;
+      }
+      // Held nothing, or lived in an instance a trap replaced: its owner makes a new one.
+      release(other);
+      other.limiter = undefined;
+      other.generation = -1;
+      other.listed = false;
+      this.#cells[this.#next] = this.#cells[this.#cells.length - 1];
+      this.#cells.pop();
+    }
+    if (cell.listed) return; // made anew after a trap, still listed from before
+    cell.listed = true;
+    this.#cells.push(cell);
+  }
+
+  /** RateLimiters alive in wasm memory. */
+  get size() {
+    return this.#cells.length;
+  }
+}
+
+/** How many RateLimiters are alive, where runtimes have no finalizers (else undefined). */
+export const liveLimiters = () => idle?.size;
+
+// A RateLimiter lives in wasm memory: free it with its owner, unless its instance is gone.
+// Compatibility dates before 2025-05-05 have no FinalizationRegistry: there, each new
+// RateLimiter instead frees those of others that hold nothing (docs/SPEC.md, section 5).
+const owners = typeof FinalizationRegistry === 'function' ? new FinalizationRegistry(release) : undefined;
+const idle = owners === undefined ? new IdleSweep() : undefined;
+
 export class LocalLimiter {
   // Held apart from `this` so the finalizer can reach the RateLimiter after `this` is gone.
   #cell;
 
   /** `instance`: the WasmInstance the RateLimiter lives in. */
   constructor(instance) {
-    this.#cell = { instance, limiter: undefined, generation: -1, options: undefined, incarnation: 0 };
-    owners.register(this, this.#cell);
+    this.#cell = { instance, limiter: undefined, generation: -1, options: undefined, incarnation: 0, listed: false };
+    owners?.register(this, this.#cell);
   }
 
   /**
-   * Changes whenever a new RateLimiter replaces the previous one (after a trap). A new one
-   * holds no bucket yet.
+   * Changes whenever a new RateLimiter replaces the previous one (after a trap, or after the
+   * idle sweep freed one that held nothing). A new one holds no bucket yet.
    */
   get incarnation() {
     this.#current();
@@ -173,6 +220,7 @@ export class LocalLimiter {
       cell.generation = cell.instance.generation;
       cell.incarnation += 1;
       if (cell.options !== undefined) cell.limiter.setOptions(Date.now(), cell.options);
+      idle?.add(cell);
     }
     return cell.limiter;
   }

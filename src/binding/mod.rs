@@ -76,6 +76,13 @@ impl RateLimiter {
         }
     }
 
+    /// Whether this limiter holds nothing a new one would not (every bucket full, no block,
+    /// permit or lease in force): then it can be freed and made anew with its options.
+    #[wasm_bindgen(js_name = holdsNothing)]
+    pub fn holds_nothing(&self, now_ms: f64) -> bool {
+        self.engine.holds_nothing(Instant::from_millis(now_ms))
+    }
+
     /// Updates the instance options, all or nothing, and returns whether they changed.
     /// `load` (see the module docs) is called only when they change, before they do, and
     /// returns `[key, snapshot bytes]` pairs of every bucket kept outside memory: how a

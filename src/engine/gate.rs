@@ -232,6 +232,13 @@ impl Gates {
         }
     }
 
+    /// Whether any key has a live permit at `now`.
+    pub fn any_live(&self, now: Instant) -> bool {
+        self.keys
+            .iter()
+            .any(|(_, permits)| permits.iter().any(|p| p.live(now)))
+    }
+
     /// The live permits of `key` at `now` (expired ones are left for the calls and the sweep).
     pub fn live(&self, key: &[u8], now: Instant) -> impl Iterator<Item = &Permit> {
         self.keys.of(key).iter().filter(move |p| p.live(now))

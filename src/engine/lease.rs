@@ -132,6 +132,13 @@ impl Leases {
         self.keys.of(key)
     }
 
+    /// Whether any lease (or a share's next term) is still in force at `now`.
+    pub fn any_in_force(&self, now: Instant) -> bool {
+        self.keys
+            .iter()
+            .any(|(_, leases)| leases.iter().any(|l| l.ends_at() > now))
+    }
+
     /// The keys with a lease that has expired by `now`.
     pub fn keys_with_expired(&self, now: Instant) -> Vec<Box<[u8]>> {
         self.keys

@@ -426,6 +426,20 @@ impl Limiter {
         self.store.len()
     }
 
+    /// Whether the limiter holds nothing at `now` that a new one would not: every bucket is
+    /// full, and no block, permit or lease is in force. Such a limiter can be dropped and
+    /// made anew (with its options) without a caller seeing a difference. Cold: it scans
+    /// what is kept, stopping at the first thing in force.
+    pub fn holds_nothing(&self, now: Instant) -> bool {
+        self.blocks.live(now).next().is_none()
+            && !self.gates.any_live(now)
+            && !self.leases.any_in_force(now)
+            && self.store.entries().all(|(key, bucket, policy)| {
+                let options = policy.as_ref().unwrap_or(&self.options);
+                refill_through_leases(bucket, self.leases.of(key), options, now).is_none()
+            })
+    }
+
     /// The leases recorded for `key` (live, or ended but not yet dropped by a change).
     pub fn leases_of(&self, key: &[u8]) -> &[Lease] {
         self.leases.of(key)
