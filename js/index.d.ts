@@ -1,14 +1,14 @@
 import { DurableObject } from 'cloudflare:workers';
 import type {
-  RateLimitAllDecision,
-  RateLimitDecision,
+  RateLimitAllDecision as RateLimitAllDecisionFields,
+  RateLimitDecision as RateLimitDecisionFields,
   RateLimitGatePolicy,
   RateLimitGateStatus,
-  RateLimitPermit,
+  RateLimitPermit as RateLimitPermitFields,
   RateLimitPermitRequest,
   RateLimitRelease,
   RateLimitLease,
-  RateLimitLeaseDecision,
+  RateLimitLeaseDecision as RateLimitLeaseDecisionFields,
   RateLimitLeaseRequest,
   RateLimiterOptions,
   RateLimiterPolicy,
@@ -18,15 +18,11 @@ import type {
 } from './rate_limiter.js';
 
 export type {
-  RateLimitAllDecision,
-  RateLimitDecision,
   RateLimitGatePolicy,
   RateLimitGateStatus,
-  RateLimitPermit,
   RateLimitPermitRequest,
   RateLimitRelease,
   RateLimitLease,
-  RateLimitLeaseDecision,
   RateLimitLeaseRequest,
   RateLimiterOptions,
   RateLimiterPolicy,
@@ -34,6 +30,123 @@ export type {
   RateLimitRequest,
   RateLimitSettlement,
 };
+
+// The decisions callers branch on are unions on `allowed`, so that a check of `allowed`
+// narrows the fields that depend on it (`if (!permit.allowed) return` leaves `id: number`).
+// The other fields, with their docs, are the generated structs'.
+
+/**
+ * What `limit` decided for one key, and the state of its bucket after the call: `allowed`
+ * narrows `retry_after_ms`.
+ */
+export type RateLimitDecision = RateLimitDecisionAllowed | RateLimitDecisionDenied;
+
+/** A `limit` decision that consumed its cost. */
+export interface RateLimitDecisionAllowed extends Omit<RateLimitDecisionFields, 'allowed' | 'retry_after_ms'> {
+  /** The call consumed its cost. */
+  allowed: true;
+  /** Milliseconds to wait: 0, none. */
+  retry_after_ms: 0;
+}
+
+/** A `limit` decision that consumed nothing. */
+export interface RateLimitDecisionDenied extends Omit<RateLimitDecisionFields, 'allowed' | 'retry_after_ms'> {
+  /** The call consumed nothing. */
+  allowed: false;
+  /**
+   * Whole milliseconds, rounded up, after which the same call succeeds if nothing else
+   * consumes; `null` when no wait can help (cost above capacity).
+   */
+  retry_after_ms: number | null;
+}
+
+/**
+ * What `limitAll` decided: every enforced bucket consumed, or none did. `allowed` narrows
+ * `retry_after_ms` and `permit`.
+ */
+export type RateLimitAllDecision = RateLimitAllDecisionAllowed | RateLimitAllDecisionDenied;
+
+/** A `limitAll` decision in which every enforced request (and the permit) took its cost. */
+export interface RateLimitAllDecisionAllowed
+  extends Omit<RateLimitAllDecisionFields, 'allowed' | 'retry_after_ms' | 'results' | 'permit'> {
+  /** Every enforced request consumed its cost; shadow requests never change it. */
+  allowed: true;
+  /** One decision per request, in order (a shadow request's says whether it had room). */
+  results: RateLimitDecision[];
+  /** Milliseconds to wait: 0, none. */
+  retry_after_ms: 0;
+  /** Only when the call asked for a permit: granted, with its id. */
+  permit?: RateLimitPermitGranted | undefined;
+}
+
+/** A `limitAll` decision that took nothing: no tokens, no permit. */
+export interface RateLimitAllDecisionDenied
+  extends Omit<RateLimitAllDecisionFields, 'allowed' | 'retry_after_ms' | 'results' | 'permit'> {
+  /** No request consumed its cost, and no permit was taken. */
+  allowed: false;
+  /** One decision per request, in order: its `allowed` tells whether that limit had room. */
+  results: RateLimitDecision[];
+  /**
+   * The largest wait among the enforced results (and the permit), in whole milliseconds;
+   * `null` when some enforced request can never pass (cost above its capacity).
+   */
+  retry_after_ms: number | null;
+  /**
+   * Only when the call asked for a permit: none was taken (`id` null); `allowed` tells
+   * whether the gate had room.
+   */
+  permit?: RateLimitPermitUntaken | undefined;
+}
+
+/** What `acquire` decided: `allowed` narrows `id`, `ttl_ms` and `retry_after_ms`. */
+export type RateLimitPermit = RateLimitPermitGranted | RateLimitPermitDenied;
+
+/** A permit that was granted: release it with its `id`. */
+export interface RateLimitPermitGranted
+  extends Omit<RateLimitPermitFields, 'allowed' | 'id' | 'retry_after_ms'> {
+  /** The permit was granted. */
+  allowed: true;
+  /** The permit's id, for `release`. */
+  id: number;
+  /** Milliseconds to wait: 0, none. */
+  retry_after_ms: 0;
+}
+
+/** A permit that was denied: the key's live permits leave no room for its cost. */
+export interface RateLimitPermitDenied
+  extends Omit<RateLimitPermitFields, 'allowed' | 'id' | 'ttl_ms' | 'retry_after_ms'> {
+  /** The permit was denied. */
+  allowed: false;
+  /** No permit, no id. */
+  id: null;
+  /** Milliseconds the permit stays live: 0, there is none. */
+  ttl_ms: 0;
+  /**
+   * Whole milliseconds until expiries alone make room (the longest wait if nobody
+   * releases); `null` when the cost is above `max_in_flight`.
+   */
+  retry_after_ms: number | null;
+}
+
+/**
+ * The permit of a denied `limitAll` call: none was taken. `allowed: true` says that the gate
+ * had room (the call was denied by a rate limit), `allowed: false` that it had none.
+ */
+export type RateLimitPermitUntaken = RateLimitPermitDenied | RateLimitPermitRoom;
+
+/** The permit of a `limitAll` call that a rate limit denied, on a gate that had room. */
+export interface RateLimitPermitRoom extends Omit<RateLimitPermitDenied, 'allowed' | 'retry_after_ms'> {
+  /** The gate had room for the permit (nothing was taken: the call was denied). */
+  allowed: true;
+  /** Milliseconds the gate makes the caller wait: 0, none. */
+  retry_after_ms: 0;
+}
+
+/**
+ * A `limit` decision with the lease granted for later requests, if any (a share may be
+ * granted to a denied call too).
+ */
+export type RateLimitLeaseDecision = RateLimitDecision & Pick<RateLimitLeaseDecisionFields, 'lease'>;
 
 /**
  * A token-bucket rate limiter as a Durable Object. Call it over RPC:

@@ -2,7 +2,11 @@
 // nothing here imports hono, and the package has no dependency on it.
 import type {
   RateLimitAllDecision,
+  RateLimitAllDecisionAllowed,
+  RateLimitAllDecisionDenied,
   RateLimitDecision,
+  RateLimitDecisionAllowed,
+  RateLimitDecisionDenied,
   RateLimitLeaseDecision,
   RateLimitLeaseRequest,
   RateLimiterPolicy,
@@ -159,7 +163,7 @@ export interface RateLimitMiddlewareOptions<E = any, C = unknown> {
    */
   denied?(
     request: Request,
-    decision: RateLimitDecision | RateLimitAllDecision,
+    decision: RateLimitDecisionDenied | RateLimitAllDecisionDenied,
     env: E,
     context: C,
   ): Response | Promise<Response>;
@@ -231,8 +235,11 @@ export declare function analyticsEngineEvents<E = any>(
   dataset: string | AnalyticsEngineDatasetLike | ((env: E) => AnalyticsEngineDatasetLike),
 ): (event: RateLimitEvent, request: Request, env: E) => void;
 
-/** One decision of the middleware, for `onDecision`. */
-export interface RateLimitEvent {
+/** One decision of the middleware, for `onDecision`: `outcome` narrows the fields that depend on it. */
+export type RateLimitEvent = RateLimitEventAllowed | RateLimitEventDenied | RateLimitEventFailed;
+
+/** The fields of every `RateLimitEvent`. */
+export interface RateLimitEventFields {
   /** `failed`: the limiter could not be reached (see `passed` for what happened then). */
   outcome: 'allowed' | 'denied' | 'failed';
   /** The middleware is in shadow mode: a denial was not applied. */
@@ -248,6 +255,7 @@ export interface RateLimitEvent {
   shadowPolicies: string[];
   /** The policies that had no room, on trial or not (only a trial's when allowed). */
   violated: string[];
+  /** Tokens this request took (or asked for) from every policy. */
   cost: number;
   /** Whole tokens left in the enforced policy with the fewest; null when failed. */
   remaining: number | null;
@@ -257,8 +265,45 @@ export interface RateLimitEvent {
   error: unknown;
 }
 
-/** The outcome of `checkRateLimit`. */
-export interface RateLimitCheck {
+/** The limiter allowed the request. */
+export interface RateLimitEventAllowed extends RateLimitEventFields {
+  outcome: 'allowed';
+  /** Whole tokens left in the enforced policy with the fewest. */
+  remaining: number;
+  /** Milliseconds to wait: 0, none. */
+  retryAfterMs: 0;
+  error: undefined;
+}
+
+/** The limiter denied the request (in shadow mode, it went on all the same). */
+export interface RateLimitEventDenied extends RateLimitEventFields {
+  outcome: 'denied';
+  /** Whole tokens left in the enforced policy with the fewest. */
+  remaining: number;
+  /** Milliseconds until a retry can pass; null: never (a cost above the capacity). */
+  retryAfterMs: number | null;
+  error: undefined;
+}
+
+/** The limiter could not be reached. */
+export interface RateLimitEventFailed extends RateLimitEventFields {
+  outcome: 'failed';
+  /** Decided by no one: never local. */
+  local: false;
+  /** No policy was found without room: there was no decision. */
+  violated: [];
+  remaining: null;
+  retryAfterMs: null;
+}
+
+/**
+ * The outcome of `checkRateLimit`: a decision (allowed or denied), a limiter failure, or a
+ * request `skip` let through. `decision`, `skipped` and `response` narrow the rest.
+ */
+export type RateLimitCheck = RateLimitCheckAllowed | RateLimitCheckDenied | RateLimitCheckFailed | RateLimitCheckSkipped;
+
+/** The fields of every `RateLimitCheck`. */
+export interface RateLimitCheckFields {
   /** Answer this instead of running the handler (the 429, or the 503 when failing closed); null: go on. */
   response: Response | null;
   /**
@@ -283,6 +328,43 @@ export interface RateLimitCheck {
    * `rateLimit` and `honoRateLimit` call it when the response is finished.
    */
   release(): Promise<unknown>;
+}
+
+/** The limiter allowed the request: run the handler and add `headers` to its response. */
+export interface RateLimitCheckAllowed extends RateLimitCheckFields {
+  /** Go on: null. */
+  response: null;
+  decision: RateLimitDecisionAllowed | RateLimitAllDecisionAllowed;
+  error: undefined;
+  skipped: false;
+}
+
+/** The limiter denied the request. */
+export interface RateLimitCheckDenied extends RateLimitCheckFields {
+  /** The 429 (or the `denied` option's answer); null in shadow mode, which lets it go on. */
+  response: Response | null;
+  decision: RateLimitDecisionDenied | RateLimitAllDecisionDenied;
+  error: undefined;
+  skipped: false;
+}
+
+/** The limiter could not be reached: no decision, no headers. */
+export interface RateLimitCheckFailed extends RateLimitCheckFields {
+  /** The 503 when failing closed; null with `failOpen` (or in shadow mode). */
+  response: Response | null;
+  decision: null;
+  /** The limiter failure. */
+  error: unknown;
+  skipped: false;
+}
+
+/** `skip` let the request through: no decision, no call, no headers. */
+export interface RateLimitCheckSkipped extends RateLimitCheckFields {
+  /** Go on: null. */
+  response: null;
+  decision: null;
+  error: undefined;
+  skipped: true;
 }
 
 /** The middleware's concurrency limit. */

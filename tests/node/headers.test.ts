@@ -116,8 +116,12 @@ function expectPlainHeaders(headers: unknown, keys: string[]): asserts headers i
   for (const value of Object.values(headers as object)) expect(typeof value).toBe('string');
 }
 
-function mk(fields: Partial<RateLimitDecision> = {}): RateLimitDecision {
-  return {
+// Decisions built field by field, consistent or not (the headers must not trust `allowed`
+// alone): hence the casts past the types' `allowed` unions.
+type DecisionFields = { [K in keyof RateLimitDecision]: RateLimitDecision[K] | (K extends 'allowed' ? boolean : number) };
+
+function mk(fields: Partial<DecisionFields> = {}): RateLimitDecision {
+  return <RateLimitDecision>{
     allowed: true,
     remaining: 5,
     limit: 10,
@@ -129,7 +133,7 @@ function mk(fields: Partial<RateLimitDecision> = {}): RateLimitDecision {
 }
 
 function all(results: RateLimitDecision[], allowed: boolean, retry_after_ms: number | null): RateLimitAllDecision {
-  return { allowed, retry_after_ms, results };
+  return <RateLimitAllDecision>{ allowed, retry_after_ms, results };
 }
 
 describe('the parser in this file', () => {

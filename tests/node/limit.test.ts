@@ -39,7 +39,7 @@ function decision(
   retry_after_ms: number | null,
   window_ms: number,
 ): RateLimitDecision {
-  return { allowed, remaining, limit, reset_in_ms, retry_after_ms, window_ms };
+  return <RateLimitDecision>{ allowed, remaining, limit, reset_in_ms, retry_after_ms, window_ms };
 }
 
 /** A plain object with exactly the six decision fields, each of the right type. */

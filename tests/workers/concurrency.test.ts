@@ -103,7 +103,7 @@ describe('on a frozen clock', () => {
   it('limit(): 10 objects under interleaved concurrent load (200 calls each) each admit exactly their own max_tokens', async () => {
     const policies = Array.from({ length: 10 }, (_, o) => ({ max_tokens: 11 + 17 * o, refill_every_seconds: 3_600 }));
     const stubs = policies.map((_, o) => limiter(`concurrency-limit-${o}`));
-    const results = await interleaved(10, 200, (o) => stubs[o]!.limit('api', 1, policies[o]));
+    const results = await interleaved<RateLimitDecision>(10, 200, (o) => stubs[o]!.limit('api', 1, policies[o]));
     expect(results.map((ds) => ds.filter((d) => d.allowed).length)).toEqual(policies.map((p) => p.max_tokens));
     const denials = results.flatMap((ds) => ds.filter((d) => !d.allowed));
     expect(denials.length).toBe(10 * 200 - policies.reduce((sum, p) => sum + p.max_tokens, 0));

@@ -63,6 +63,58 @@ export async function core(request: Request, env: Env): Promise<Response> {
   return result.response ?? new Response('ok', { headers: result.headers });
 }
 
+// RateLimitCheck, the `denied` hook's decision and RateLimitEvent are unions: checking
+// `decision`, `skipped` or `outcome` narrows the rest.
+export async function narrowedCore(request: Request, env: Env): Promise<Response> {
+  const result = await checkRateLimit(request, env, { binding: 'LIMITER', policy });
+  if (result.skipped) {
+    const none: [null, null, undefined] = [result.response, result.decision, result.error];
+    void none;
+  } else if (result.decision === null) {
+    const failure: unknown = result.error;
+    void failure;
+  } else if (result.decision.allowed) {
+    const none: 0 = result.decision.retry_after_ms;
+    void none;
+  } else {
+    const wait: number | null = result.decision.retry_after_ms;
+    void wait;
+  }
+  // @ts-expect-error a skipped or failed request has no decision
+  const always: boolean = result.decision.allowed;
+  void always;
+  if (result.response) return result.response;
+  return new Response('ok', { headers: result.headers });
+}
+
+export const deniedHook = rateLimit<Env>({
+  binding: 'LIMITER',
+  policy,
+  denied: (_request, decision) => {
+    // Only denied decisions reach it.
+    const notAllowed: false = decision.allowed;
+    const wait: number | null = decision.retry_after_ms;
+    void notAllowed;
+    return new Response(`retry after ${wait ?? 'never'} ms`, { status: 429 });
+  },
+  onDecision: (event) => {
+    if (event.outcome === 'failed') {
+      const none: [null, null] = [event.remaining, event.retryAfterMs];
+      void none;
+    } else {
+      const left: number = event.remaining;
+      void left;
+    }
+    if (event.outcome === 'allowed') {
+      const none: 0 = event.retryAfterMs;
+      void none;
+    }
+    // @ts-expect-error a failed event has no remaining count
+    const always: number = event.remaining;
+    void always;
+  },
+});
+
 // A structural stand-in for Hono's Context is enough: the package does not depend on hono.
 export const honoMiddleware = honoRateLimit({ binding: 'LIMITER', policy });
 

@@ -4,6 +4,7 @@
 import { rateLimitHeaders } from '@delightstack/rate-limiter';
 import type {
   DurableRateLimiterServer,
+  RateLimitLeaseDecision,
   RateLimitAllDecision,
   RateLimitDecision,
   RateLimitGatePolicy,
@@ -143,4 +144,71 @@ export function directUses(server: RateLimiterServer): void {
   const d: RateLimitDecision = server.limit('k', 1, { max_tokens: 5 });
   const all: RateLimitAllDecision = server.limitAll([{ key: 'a' }, { key: 'b', cost: 2 }]);
   void [ok, s, p, d, all];
+}
+
+// Decisions are unions on `allowed`: checking it narrows the fields that depend on it, so the
+// natural code compiles under strict, and the wrong branch is a compile error.
+export async function narrowing(env: Env, ctx: ExecutionContext): Promise<Response | undefined> {
+  const stub = env.LIMITER.get(env.LIMITER.idFromName('1.2.3.4'));
+
+  const permit = await stub.acquire('generate', 1, { max_in_flight: 4, ttl_seconds: 120 });
+  if (!permit.allowed) {
+    const noId: null = permit.id;
+    const noTtl: 0 = permit.ttl_ms;
+    const wait: number | null = permit.retry_after_ms;
+    // @ts-expect-error a denied permit has no id to release
+    await stub.release('generate', permit.id);
+    void [noId, noTtl, wait];
+    return new Response('Too many in flight', { status: 429 });
+  }
+  ctx.waitUntil(stub.release('generate', permit.id));
+  const granted: [number, 0] = [permit.id, permit.retry_after_ms];
+  void granted;
+
+  const d = await stub.limit('k', 1, { max_tokens: 5 });
+  if (d.allowed) {
+    const none: 0 = d.retry_after_ms;
+    void none;
+  } else {
+    const wait: number | null = d.retry_after_ms;
+    // @ts-expect-error a denied decision's wait may be null (no wait can help)
+    const alwaysNumber: number = d.retry_after_ms;
+    void [wait, alwaysNumber];
+  }
+  // @ts-expect-error without checking allowed, the wait may be null
+  const unchecked: number = d.retry_after_ms;
+  void unchecked;
+
+  const all = await stub.limitAll([{ key: 'a' }], { key: 'gate', policy: { max_in_flight: 2 } });
+  if (all.allowed) {
+    const none: 0 = all.retry_after_ms;
+    // A granted call's permit has its id.
+    if (all.permit) await stub.release('gate', all.permit.id);
+    void none;
+  } else {
+    const wait: number | null = all.retry_after_ms;
+    // A denied call took no permit, whether the gate had room (allowed) or not.
+    const noId: null | undefined = all.permit?.id;
+    // @ts-expect-error a denied call's permit has no id to release
+    if (all.permit) await stub.release('gate', all.permit.id);
+    void [wait, noId];
+  }
+
+  const leased: RateLimitLeaseDecision = await stub.limitLeased('k', 1, undefined, { want: 10 });
+  if (leased.allowed) {
+    const none: 0 = leased.retry_after_ms;
+    void none;
+  }
+  const lease: number | undefined = leased.lease?.tokens;
+  // @ts-expect-error a lease may be null whatever the decision
+  const alwaysLease: number = leased.lease.tokens;
+  void [lease, alwaysLease];
+
+  // Direct (synchronous) calls narrow alike.
+  const server = {} as RateLimiterServer;
+  const direct = server.acquire('generate', 1, { max_in_flight: 4 });
+  if (direct.allowed) server.release('generate', direct.id);
+  // @ts-expect-error without checking allowed, the id may be null
+  server.release('generate', direct.id);
+  return undefined;
 }
