@@ -11,6 +11,9 @@ const SF_INTEGER_MAX = 999_999_999_999_999;
  * - `X-RateLimit-Limit`, `X-RateLimit-Remaining`, `X-RateLimit-Reset` (seconds) of the limit
  *   that binds: the denied one with the longest wait, else the one with the fewest tokens;
  * - `Retry-After` (seconds) on a denied decision that waiting can satisfy.
+ * A limit that denied with a wait reports r=0 and t = its wait, whatever denied it (a block
+ * leaves tokens in the bucket; a cost above one waits for more than the next token): every
+ * header of a denial then says to wait Retry-After (section 8.3 of docs/SPEC.md).
  * Times are rounded up and tokens down, so a client that follows them is never early.
  * `options.standardHeaders: false` leaves out the first two, `options.legacyHeaders: false`
  * the `X-RateLimit-*` ones; `Retry-After` is always there when waiting helps.
@@ -42,14 +45,14 @@ export function rateLimitHeaders(decision, options = {}) {
       })
       .join(', ');
     headers['RateLimit'] = limits
-      .map((d, i) => `${names[i]};r=${integer(Math.floor(d.remaining))};t=${seconds(d.reset_in_ms)}`)
+      .map((d, i) => `${names[i]};r=${left(d)};t=${resetSeconds(d)}`)
       .join(', ');
   }
   if (legacyHeaders) {
     const binding = bindingLimit(limits, decision.allowed);
     headers['X-RateLimit-Limit'] = String(integer(binding.limit));
-    headers['X-RateLimit-Remaining'] = String(integer(Math.floor(binding.remaining)));
-    headers['X-RateLimit-Reset'] = String(seconds(binding.reset_in_ms));
+    headers['X-RateLimit-Remaining'] = String(left(binding));
+    headers['X-RateLimit-Reset'] = String(resetSeconds(binding));
   }
   if (decision.allowed === false && typeof decision.retry_after_ms === 'number') {
     headers['Retry-After'] = String(Math.max(1, seconds(decision.retry_after_ms)));
@@ -69,13 +72,13 @@ function oneLimit(d, options, standardHeaders, legacyHeaders) {
   if (standardHeaders) {
     const window = typeof d.window_ms === 'number' ? `;w=${seconds(d.window_ms)}` : '';
     headers['RateLimit-Policy'] = `${quotedName};q=${integer(d.limit)}${window}`;
-    headers['RateLimit'] = `${quotedName};r=${integer(Math.floor(d.remaining))};t=${seconds(d.reset_in_ms)}`;
+    headers['RateLimit'] = `${quotedName};r=${left(d)};t=${resetSeconds(d)}`;
   }
   // (The binding limit of one limit is that limit.)
   if (legacyHeaders) {
     headers['X-RateLimit-Limit'] = String(integer(d.limit));
-    headers['X-RateLimit-Remaining'] = String(integer(Math.floor(d.remaining)));
-    headers['X-RateLimit-Reset'] = String(seconds(d.reset_in_ms));
+    headers['X-RateLimit-Remaining'] = String(left(d));
+    headers['X-RateLimit-Reset'] = String(resetSeconds(d));
   }
   if (d.allowed === false && typeof d.retry_after_ms === 'number') {
     headers['Retry-After'] = String(Math.max(1, seconds(d.retry_after_ms)));
@@ -91,6 +94,15 @@ function checkDecision(d, i) {
 }
 
 const validCount = (x) => typeof x === 'number' && x >= 0;
+
+/** Whether `d` denied with a wait: then nothing is left for now (8.3), even tokens a block keeps. */
+const waits = (d) => d.allowed === false && typeof d.retry_after_ms === 'number';
+
+/** `r`: whole tokens left, or 0 for a limit that denied with a wait. */
+const left = (d) => (waits(d) ? 0 : integer(Math.floor(d.remaining)));
+
+/** `t`: seconds until the next token, or the wait of a limit that denied (its Retry-After). */
+const resetSeconds = (d) => (waits(d) ? Math.max(1, seconds(d.retry_after_ms)) : seconds(d.reset_in_ms));
 
 function invalid(i, field) {
   throw new TypeError(`decision ${i === 0 ? '' : `result ${i} `}has no valid ${field}`);

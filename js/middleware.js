@@ -385,7 +385,7 @@ function decided(o, decision, here, request, env, context, ns, key, cost, withRe
   // a policy on trial beside enforced ones is left out of the headers and the 429.
   const shown = o.partialTrial || o.gate !== null ? enforcedPart(o, decision) : decision;
   const headers = o.shadow ? {} : rateLimitHeaders(shown, o.headers);
-  if (o.gate !== null && !o.shadow) addGateHeaders(o, headers, decision);
+  if (o.gate !== null && !o.shadow) addGateHeaders(o, headers, decision, shown);
   if (!decision.allowed) {
     if (o.denied !== undefined && !o.shadow) return deniedBy(o, decision, headers, request, env, context);
     const response = o.shadow ? null : problem(429, quotaExceeded(violatedOf(o, shown, decision), headers), headers);
@@ -410,21 +410,42 @@ function gateOf(concurrency) {
   return { name, quoted: `"${name.replace(/[\\"]/g, '\\$&')}"`, permit: { key: name, cost: 1, policy } };
 }
 
+// The wait a denied permit reports: releases come at any time, so there is no exact one.
+const GATE_WAIT_MS = 1_000;
+
 /**
  * Adds the gate to the headers: a `RateLimit-Policy` member in the `concurrent-requests` quota
- * unit and a `RateLimit` member with the free slots; on a request the gate denied, `Retry-After:
- * 1` (releases come at any time: there is no exact wait) unless a rate limit asks for longer.
+ * unit and a `RateLimit` member with the free slots; on a request the gate denied, `r=0;t=1`,
+ * `Retry-After: 1` unless a rate limit asks for longer, and the `X-RateLimit-*` of the gate
+ * unless such a rate limit binds: no header of its 429 shows a bucket with room (8.3, 12.8).
  */
-function addGateHeaders(o, headers, decision) {
+function addGateHeaders(o, headers, decision, shown) {
   const permit = decision.permit;
+  const denied = !permit.allowed;
+  const never = permit.retry_after_ms === null;
   if (o.headers.standardHeaders) {
     const policy = `${o.gate.quoted};q=${permit.limit};qu="concurrent-requests"`;
-    const left = `${o.gate.quoted};r=${Math.max(0, permit.limit - permit.in_flight)}`;
+    const left = denied
+      ? `${o.gate.quoted};r=0${never ? '' : `;t=${GATE_WAIT_MS / 1_000}`}`
+      : `${o.gate.quoted};r=${Math.max(0, permit.limit - permit.in_flight)}`;
     headers['RateLimit-Policy'] = headers['RateLimit-Policy'] === undefined ? policy : `${headers['RateLimit-Policy']}, ${policy}`;
     headers['RateLimit'] = headers['RateLimit'] === undefined ? left : `${headers['RateLimit']}, ${left}`;
   }
-  if (!permit.allowed && permit.retry_after_ms !== null && headers['Retry-After'] === undefined) headers['Retry-After'] = '1';
-  if (permit.retry_after_ms === null) delete headers['Retry-After'];
+  // (A gate alone has no X-RateLimit-* headers, as on the requests it admits.)
+  if (denied && o.headers.legacyHeaders && shown.results.length > 0 && gateBinds(shown, never)) {
+    headers['X-RateLimit-Limit'] = String(permit.limit);
+    headers['X-RateLimit-Remaining'] = '0';
+    headers['X-RateLimit-Reset'] = never ? '0' : String(GATE_WAIT_MS / 1_000);
+  }
+  if (denied && !never && headers['Retry-After'] === undefined) headers['Retry-After'] = String(GATE_WAIT_MS / 1_000);
+  if (never) delete headers['Retry-After'];
+}
+
+/** Whether a denied gate outwaits every rate limit that denied with it (the binding limit, 8.2). */
+function gateBinds(shown, never) {
+  if (never) return true;
+  const denied = shown.results.filter((d) => !d.allowed);
+  return denied.every((d) => d.retry_after_ms !== null && d.retry_after_ms < GATE_WAIT_MS);
 }
 
 /** The names of the enforced limits (and the gate) that had no room. */

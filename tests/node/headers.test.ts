@@ -170,22 +170,23 @@ describe('rateLimitHeaders for a limit() decision', () => {
     expect(headers['X-RateLimit-Reset']).toBe('0');
   });
 
-  it('a denied decision adds Retry-After', () => {
+  it('a denied decision adds Retry-After, and t and X-RateLimit-Reset are its wait (8.3)', () => {
     server.consume('k', 10);
     vi.advanceTimersByTime(2_500);
     const d = server.limit('k', 3);
-    expect(d.retry_after_ms).toBe(27_500);
+    // The next token in 7.5 s, the three the call needs in 27.5 s.
+    expect(d).toMatchObject({ reset_in_ms: 7_500, retry_after_ms: 27_500 });
     const headers = rateLimitHeaders(d);
     expectPlainHeaders(headers, [...IETF, ...LEGACY, 'Retry-After']);
     expect(headers).toStrictEqual({
       'RateLimit-Policy': '"default";q=10;w=100',
-      'RateLimit': '"default";r=0;t=8',
+      'RateLimit': '"default";r=0;t=28',
       'X-RateLimit-Limit': '10',
       'X-RateLimit-Remaining': '0',
-      'X-RateLimit-Reset': '8',
+      'X-RateLimit-Reset': '28',
       'Retry-After': '28',
     });
-    expect(parsed(headers)).toEqual({ policy: [['default', 10, 100]], limit: [['default', 0, 8]] });
+    expect(parsed(headers)).toEqual({ policy: [['default', 10, 100]], limit: [['default', 0, 28]] });
   });
 
   it('a denied decision that no wait can satisfy (retry_after_ms null) has no Retry-After', () => {
@@ -203,9 +204,9 @@ describe('rateLimitHeaders for a limit() decision', () => {
     // Next token at 333_333_334 ns; 3 tokens at 1_000_000_002 ns; window 3_333_333_340 ns.
     expect(d).toMatchObject({ reset_in_ms: 334, retry_after_ms: 1_001, window_ms: 3_334 });
     const headers = rateLimitHeaders(d);
-    expect(parsed(headers)).toEqual({ policy: [['default', 10, 4]], limit: [['default', 0, 1]] });
+    expect(parsed(headers)).toEqual({ policy: [['default', 10, 4]], limit: [['default', 0, 2]] });
     expect(headers['Retry-After']).toBe('2');
-    expect(headers['X-RateLimit-Reset']).toBe('1');
+    expect(headers['X-RateLimit-Reset']).toBe('2');
   });
 
   it('a decision made under a policy reports that policy', () => {
@@ -475,10 +476,15 @@ describe('rateLimitHeaders for a limitAll() decision', () => {
     expect(d.allowed).toBe(false);
     expect(d.results.map((r) => r.allowed)).toEqual([true, false]);
     const headers = rateLimitHeaders(d);
+    // Its 3 tokens are not enough for the cost of 5: nothing for this request until its wait.
     expect(headers['X-RateLimit-Limit']).toBe('10');
-    expect(headers['X-RateLimit-Remaining']).toBe('3');
-    expect(headers['X-RateLimit-Reset']).toBe(String(Math.ceil(d.results[1].reset_in_ms / 1000)));
+    expect(headers['X-RateLimit-Remaining']).toBe('0');
+    expect(headers['X-RateLimit-Reset']).toBe(String(Math.ceil((d.retry_after_ms as number) / 1000)));
     expect(headers['Retry-After']).toBe(String(Math.ceil((d.retry_after_ms as number) / 1000)));
+    expect(parsed(headers).limit).toEqual([
+      ['default-1', 1, Math.ceil(d.results[0].reset_in_ms / 1000)],
+      ['default-2', 0, 4],
+    ]);
   });
 
   it('denied: of several denied limits, the one with the longest wait binds', () => {
@@ -493,12 +499,12 @@ describe('rateLimitHeaders for a limitAll() decision', () => {
     );
     const headers = rateLimitHeaders(d);
     expect(headers['X-RateLimit-Limit']).toBe('1000');
-    expect(headers['X-RateLimit-Remaining']).toBe('4');
-    expect(headers['X-RateLimit-Reset']).toBe('3');
+    expect(headers['X-RateLimit-Remaining']).toBe('0');
+    expect(headers['X-RateLimit-Reset']).toBe('10');
     expect(headers['Retry-After']).toBe('10');
     expect(parsed(headers).limit).toEqual([
       ['default-1', 0, 1],
-      ['default-2', 4, 3],
+      ['default-2', 0, 10],
       ['default-3', 1, 1],
     ]);
   });
@@ -527,6 +533,130 @@ describe('rateLimitHeaders for a limitAll() decision', () => {
     const headers = rateLimitHeaders(d);
     expect(headers).not.toHaveProperty('Retry-After');
     expect(parsed(headers).policy).toHaveLength(2);
+  });
+});
+
+// ---------------------------------------------------------------------------------------
+// Denials: every header says to wait Retry-After (section 8.3)
+
+/**
+ * Asserts that no header of `headers`, for a denied decision, says that a request of `cost`
+ * could pass before Retry-After: each limit that denied (`denied`, by name) has fewer than
+ * `cost` left, with 1 <= t <= Retry-After, the longest equal to it; the X-RateLimit-* limit
+ * has fewer than `cost` left and Retry-After as its reset.
+ */
+function expectNoHeaderSaysRetryNow(headers: Record<string, string>, cost: number, denied: string[]) {
+  const retryAfter = Number(headers['Retry-After']);
+  expect(Number.isInteger(retryAfter) && retryAfter >= 1).toBe(true);
+  if (headers['RateLimit'] !== undefined) {
+    const limits = new Map(parsed(headers).limit.map(([name, r, t]) => [name, { r, t }]));
+    const waits = denied.map((name) => {
+      const { r, t } = limits.get(name)!;
+      expect(r, name).toBeLessThan(cost);
+      expect(t >= 1 && t <= retryAfter, `t=${t} of ${name}, Retry-After ${retryAfter}`).toBe(true);
+      return t;
+    });
+    expect(Math.max(...waits)).toBe(retryAfter);
+  }
+  if (headers['X-RateLimit-Remaining'] !== undefined) {
+    expect(Number(headers['X-RateLimit-Remaining'])).toBeLessThan(cost);
+    expect(headers['X-RateLimit-Reset']).toBe(String(retryAfter));
+  }
+}
+
+describe('a denial: every header says to wait Retry-After', () => {
+  const LOGIN = { max_tokens: 5, refill_every_seconds: 60 };
+
+  it('a blocked key: its tokens are there, yet r=0 and t is the time left of the block', () => {
+    server.block('k', 900);
+    vi.advanceTimersByTime(100_000);
+    const d = server.limit('k', 1, LOGIN);
+    // The decision is the bucket's (full); only retry_after_ms says "blocked".
+    expect(d).toMatchObject({ allowed: false, remaining: 5, reset_in_ms: 0, retry_after_ms: 800_000 });
+    const headers = rateLimitHeaders(d, { name: 'login' });
+    expect(headers).toStrictEqual({
+      'RateLimit-Policy': '"login";q=5;w=300',
+      'RateLimit': '"login";r=0;t=800',
+      'X-RateLimit-Limit': '5',
+      'X-RateLimit-Remaining': '0',
+      'X-RateLimit-Reset': '800',
+      'Retry-After': '800',
+    });
+    expectNoHeaderSaysRetryNow(headers, 1, ['login']);
+  });
+
+  it('a penalty: the call that goes over is told the whole block, not its next token', () => {
+    const policy = { max_tokens: 2, refill_every_seconds: 60, block_seconds: 300 };
+    server.limit('k', 1, policy);
+    server.limit('k', 1, policy);
+    const d = server.limit('k', 1, policy);
+    expect(d).toMatchObject({ allowed: false, reset_in_ms: 60_000, retry_after_ms: 300_000 });
+    const headers = rateLimitHeaders(d);
+    expect(headers['RateLimit']).toBe('"default";r=0;t=300');
+    expectNoHeaderSaysRetryNow(headers, 1, ['default']);
+  });
+
+  it('limitAll with one member blocked: it binds; the member with room keeps its r and t', () => {
+    server.block('login', 120);
+    server.consume('global', 3);
+    const d = server.limitAll([
+      { key: 'login', cost: 2, policy: LOGIN },
+      { key: 'global', cost: 2 },
+    ]);
+    expect(d.results.map((r) => [r.allowed, r.remaining])).toEqual([
+      [false, 5],
+      [true, 7],
+    ]);
+    const headers = rateLimitHeaders(d, { name: ['login', 'global'] });
+    expect(headers['RateLimit']).toBe('"login";r=0;t=120, "global";r=7;t=10');
+    expect(headers['X-RateLimit-Limit']).toBe('5');
+    expectNoHeaderSaysRetryNow(headers, 2, ['login']);
+  });
+
+  it('a denial held by LocalLimits: the fields it repeats, the time left of the hold', () => {
+    const held = mk({ allowed: false, remaining: 5, reset_in_ms: 0, retry_after_ms: 600_000 });
+    const headers = rateLimitHeaders(held, { name: 'login' });
+    expect(headers['RateLimit']).toBe('"login";r=0;t=600');
+    expectNoHeaderSaysRetryNow(headers, 1, ['login']);
+  });
+
+  it('each group alone says the same', () => {
+    server.block('k', 30);
+    const d = server.limit('k');
+    const standard = rateLimitHeaders(d, { legacyHeaders: false });
+    const legacy = rateLimitHeaders(d, { standardHeaders: false });
+    expect(standard).toStrictEqual({ 'RateLimit-Policy': '"default";q=10;w=100', 'RateLimit': '"default";r=0;t=30', 'Retry-After': '30' });
+    expect(legacy).toStrictEqual({ 'X-RateLimit-Limit': '10', 'X-RateLimit-Remaining': '0', 'X-RateLimit-Reset': '30', 'Retry-After': '30' });
+  });
+
+  it('a wait under a second still says t=1, as Retry-After does', () => {
+    const headers = rateLimitHeaders(mk({ allowed: false, remaining: 0.5, reset_in_ms: 0, retry_after_ms: 1 }));
+    expect(headers['RateLimit']).toBe('"default";r=0;t=1');
+    expectNoHeaderSaysRetryNow(headers, 1, ['default']);
+  });
+
+  it('on many real decisions (blocks, costs, several limits; seeded), no denial says retry now', () => {
+    let seed = 7;
+    const next = (n: number) => {
+      seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648;
+      return seed % n;
+    };
+    let denials = 0;
+    for (let i = 0; i < 500; i++) {
+      const keys = ['a', 'b', 'c'].slice(0, 1 + next(3));
+      if (next(10) === 0) server.block(keys[next(keys.length)], 1 + next(600));
+      const cost = 1 + next(4);
+      const requests = keys.map((key) => ({ key, cost, policy: { max_tokens: 5, refill_every_seconds: 1 + next(3) } }));
+      const d = keys.length === 1 ? server.limit(keys[0], cost, requests[0].policy) : server.limitAll(requests);
+      const results = 'results' in d ? d.results : [d];
+      const headers = rateLimitHeaders(d, { name: keys });
+      if (!d.allowed) {
+        denials += 1;
+        expectNoHeaderSaysRetryNow(headers, cost, keys.filter((_, j) => !results[j].allowed));
+      }
+      vi.advanceTimersByTime(next(3_000));
+    }
+    expect(denials).toBeGreaterThan(100);
   });
 });
 

@@ -131,7 +131,7 @@ describe('honoRateLimit in a Hono app', () => {
     const denied = await call(hono, '/api/big', '198.51.100.106', env, ada);
     expect(denied.status).toBe(429);
     expect(await denied.json()).toEqual({ error: 'slow down', user: 'ada', retry_after_ms: 60_000 });
-    expect(denied.headers.get('RateLimit')).toBe('"per-user";r=2;t=60');
+    expect(denied.headers.get('RateLimit')).toBe('"per-user";r=0;t=60');
     expect(denied.headers.get('Retry-After')).toBe('60');
     // Another user from the first address is not affected.
     expect((await call(hono, '/api/big', '198.51.100.105', env, { 'X-User': 'bob' })).status).toBe(200);

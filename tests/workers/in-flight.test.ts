@@ -50,7 +50,7 @@ describe('concurrency: requests in flight', () => {
     const third = await fetch(request(ip), env, context);
     expect(third.status).toBe(429);
     expect(third.headers.get('RateLimit-Policy')).toBe('"concurrency";q=2;qu="concurrent-requests"');
-    expect(third.headers.get('RateLimit')).toBe('"concurrency";r=0');
+    expect(third.headers.get('RateLimit')).toBe('"concurrency";r=0;t=1');
     expect(third.headers.get('Retry-After')).toBe('1');
     expect(((await third.json()) as Record<string, unknown>)['violated-policies']).toEqual(['concurrency']);
 

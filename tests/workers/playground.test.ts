@@ -307,7 +307,7 @@ describe('POST /api/acquire, /api/release, /api/gate: a concurrency limit', () =
     expect(denied.status).toBe(429);
     expect(rateLimitFields(denied)).toEqual({
       'ratelimit-policy': '"pg-gate";q=2;qu="concurrent-requests"',
-      ratelimit: '"pg-gate";r=0',
+      ratelimit: '"pg-gate";r=0;t=1',
       'retry-after': '1',
     });
     expect(await denied.json()).toEqual({
