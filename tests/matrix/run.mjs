@@ -2,7 +2,9 @@
 // projects on the toolchains users run today, each pinned by its own lockfile.
 //
 //   current        Node 22, the newest wrangler, @cloudflare/vitest-plugin, tsc against the
-//                  newest @cloudflare/workers-types, wrangler deploy --dry-run, the upgrade cases
+//                  newest @cloudflare/workers-types, wrangler deploy --dry-run, the upgrade cases,
+//                  and wrangler dev on the oldest compatibility date with Durable Object RPC,
+//                  the last one without FinalizationRegistry, and today's
 //   vite           vite build with @cloudflare/vite-plugin, and vite dev answering 200 then 429
 //   npm-workspace  the Worker in an npm workspace, its dependencies hoisted above its folder
 //   pnpm           the Worker as a pnpm project (symlinks into node_modules/.pnpm)
@@ -232,6 +234,84 @@ async function viteDev(project, app) {
   }
 }
 
+// The oldest compatibility date with Durable Object RPC and the last one without
+// FinalizationRegistry; compatibilityDates adds today's.
+const COMPATIBILITY_DATES = ['2024-04-03', '2025-05-04'];
+
+/** Today's date, or the date of the workerd that wrangler runs when it is older (1.YYYYMMDD.n). */
+function newestDate(app) {
+  const today = new Date().toISOString().slice(0, 10);
+  const workerd = version(installed(installed(app, 'wrangler'), 'workerd'));
+  const [, day] = workerd.match(/^1\.(\d{8})\./) ?? [];
+  if (!day) throw new Error(`cannot read a date from workerd ${workerd}`);
+  const runtime = `${day.slice(0, 4)}-${day.slice(4, 6)}-${day.slice(6)}`;
+  if (runtime >= today) return { date: today, note: ' (today)' };
+  return { date: runtime, note: ` (today is ${today}, wrangler's workerd ${workerd} is from this date)` };
+}
+
+/**
+ * The Worker under `wrangler dev` on each of COMPATIBILITY_DATES: the Quickstart's middleware
+ * on RateLimiterServer (`/`, 10 tokens) and on DurableRateLimiterServer (`/login`, 5 tokens)
+ * admit their tokens, then answer 429 with Retry-After.
+ */
+async function compatibilityDates(project, app) {
+  const newest = newestDate(app);
+  for (const date of [...COMPATIBILITY_DATES, newest.date]) {
+    const note = date === newest.date ? newest.note : '';
+    const port = await freePort();
+    const state = join(app, `.wrangler-${date}`);
+    const child = spawn(
+      bin(app, 'wrangler'),
+      ['dev', '--ip', '127.0.0.1', '--port', String(port), '--compatibility-date', date, '--persist-to', state],
+      { cwd: app, env: { ...env, CI: 'true' }, detached: true, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    let output = '';
+    child.stdout.on('data', (d) => (output += d));
+    child.stderr.on('data', (d) => (output += d));
+    const url = `http://127.0.0.1:${port}`;
+    try {
+      const statuses = async (path, ip, n) => {
+        const got = [];
+        for (let i = 0; i < n; i++) {
+          const response = await fetch(`${url}${path}`, { headers: { 'CF-Connecting-IP': ip } });
+          await response.arrayBuffer();
+          if (response.status === 429 && response.headers.get('Retry-After') === null) throw new Error(`${path}: 429 without Retry-After`);
+          got.push(response.status);
+        }
+        return got.join(' ');
+      };
+      const started = Date.now();
+      for (;;) {
+        if (child.exitCode !== null) throw new Error(`wrangler dev exited ${child.exitCode}:\n${output}`);
+        if (Date.now() - started > 90_000) throw new Error(`wrangler dev did not answer on ${url} in 90 s:\n${output}`);
+        // Until it listens and the Worker is up; a request from an address no check uses.
+        const first = await fetch(`${url}/`, { headers: { 'CF-Connecting-IP': '192.0.2.1' } }).catch(() => null);
+        if (first) {
+          const body = await first.text();
+          if (first.status !== 200) throw new Error(`first request: ${first.status} ${body}\n${output}`);
+          break;
+        }
+        await new Promise((r) => setTimeout(r, 250));
+      }
+      const api = await statuses('/', '198.51.100.2', 11);
+      const login = await statuses('/login', '198.51.100.3', 6);
+      const want = (n) => [...Array(n).fill(200), 429].join(' ');
+      if (api !== want(10) || login !== want(5)) {
+        throw new Error(`compatibility date ${date}: / answered ${api} (want ${want(10)}), /login ${login} (want ${want(5)}):\n${output}`);
+      }
+      if (/\[ERROR\]|Uncaught/.test(output)) throw new Error(`compatibility date ${date}: wrangler dev logged an error:\n${output}`);
+      project.tests += 2;
+      ok(`wrangler dev on compatibility date ${date}${note}: ` +
+        `the middleware on RateLimiterServer answered 10 × 200 then 429, on DurableRateLimiterServer 5 × 200 then 429`);
+    } finally {
+      try {
+        process.kill(-child.pid, 'SIGTERM');
+      } catch {}
+      await new Promise((r) => (child.exitCode !== null ? r() : child.once('exit', r)));
+    }
+  }
+}
+
 /** "Testing your limits" in the user README shows the matrix Worker's files: verbatim. */
 function checkReadme() {
   const readme = readFileSync(join(root, 'pkg-template/README.md'), 'utf8');
@@ -246,7 +326,7 @@ function checkReadme() {
 // ---- the projects ----
 
 const PROJECTS = [
-  { name: 'current', manager: 'npm', app: '.', steps: [checkInstall, tsc, vitest, dryRun, upgrade] },
+  { name: 'current', manager: 'npm', app: '.', steps: [checkInstall, tsc, vitest, dryRun, upgrade, compatibilityDates] },
   { name: 'vite', manager: 'npm', app: '.', steps: [checkInstall, viteBuild, viteDev] },
   { name: 'npm-workspace', manager: 'npm', app: 'apps/api', steps: [checkInstall, checkHoisted, tsc, vitest] },
   { name: 'pnpm', manager: 'pnpm', app: '.', steps: [checkInstall, checkPnpmLayout, tsc, vitest] },
