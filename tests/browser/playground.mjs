@@ -377,7 +377,7 @@ async function run(context, { base, port }) {
     equal(await text('#last-status'), 'HTTP 429 Too Many Requests', 'status line');
     const headers = await shownHeaders();
     equal(headers['RateLimit-Policy'], `"${gateKey}";q=3;qu="concurrent-requests"`, 'RateLimit-Policy');
-    equal(headers['RateLimit'], `"${gateKey}";r=0`, 'RateLimit');
+    equal(headers['RateLimit'], `"${gateKey}";r=0;t=1`, 'RateLimit');
     equal(headers['Retry-After'], '1', 'Retry-After');
     // A gate alone has no token bucket: no X-RateLimit-* fields.
     equal(headers['X-RateLimit-Limit'], undefined, 'X-RateLimit-Limit');
