@@ -14,23 +14,63 @@ use rate_limiter::engine::{
 
 #[derive(Debug, Clone)]
 enum Op {
-    Consume { key: u8, cost: f64 },
-    Check { key: u8, cost: f64 },
-    Status { key: u8 },
-    Reset { key: u8 },
-    Limit { key: u8, cost: f64, policy: Option<OptionsPatch>, penalty_ms: Option<u32> },
-    LimitAll { keys: Vec<(u8, f64)> },
+    Consume {
+        key: u8,
+        cost: f64,
+    },
+    Check {
+        key: u8,
+        cost: f64,
+    },
+    Status {
+        key: u8,
+    },
+    Reset {
+        key: u8,
+    },
+    Limit {
+        key: u8,
+        cost: f64,
+        policy: Option<OptionsPatch>,
+        penalty_ms: Option<u32>,
+    },
+    LimitAll {
+        keys: Vec<(u8, f64)>,
+    },
     SetOptions(OptionsPatch),
-    Advance { ms: u32 },
+    Advance {
+        ms: u32,
+    },
     /// A holder's lease call: settles its last lease on the key having spent `used` of it
     /// (if given), then asks for `want` more, or for a share of the refill when `rate` > 0.
-    Lease { key: u8, cost: f64, want: u8, used: Option<u8>, rate: u8 },
-    Refund { key: u8, tokens: f64 },
-    Acquire { key: u8, cost: u8, max: u8 },
+    Lease {
+        key: u8,
+        cost: f64,
+        want: u8,
+        used: Option<u8>,
+        rate: u8,
+    },
+    Refund {
+        key: u8,
+        tokens: f64,
+    },
+    Acquire {
+        key: u8,
+        cost: u8,
+        max: u8,
+    },
     /// Releases the `nth` permit granted on the key (released, expired or live).
-    Release { key: u8, nth: u8 },
-    Block { key: u8, ms: u32 },
-    Unblock { key: u8 },
+    Release {
+        key: u8,
+        nth: u8,
+    },
+    Block {
+        key: u8,
+        ms: u32,
+    },
+    Unblock {
+        key: u8,
+    },
     /// Where the shim may free the limiter: replaced by a new one if it holds nothing.
     Renew,
 }
@@ -47,7 +87,12 @@ fn patch() -> impl Strategy<Value = OptionsPatch> {
 }
 
 fn cost() -> impl Strategy<Value = f64> {
-    prop_oneof![Just(1.0), Just(0.0), (0u32..=6).prop_map(f64::from), (0.0f64..4.0)]
+    prop_oneof![
+        Just(1.0),
+        Just(0.0),
+        (0u32..=6).prop_map(f64::from),
+        (0.0f64..4.0)
+    ]
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -233,7 +278,10 @@ proptest! {
 /// A limiter with 2 tokens, one back per second.
 fn two_per_second(now: Instant) -> Limiter {
     let mut limiter = Limiter::new(11);
-    let patch = OptionsPatch { max_tokens: Some(2.0), refill_every_seconds: Some(1.0) };
+    let patch = OptionsPatch {
+        max_tokens: Some(2.0),
+        refill_every_seconds: Some(1.0),
+    };
     limiter.set_options(patch, now).unwrap();
     limiter
 }
@@ -266,10 +314,17 @@ fn a_block_a_permit_or_a_lease_in_force_is_something_held() {
     assert!(gated.holds_nothing(at(2_000.0)));
 
     let mut leased = two_per_second(now);
-    let ask = LeaseAsk { want: Cost::new(1.0).unwrap(), ..LeaseAsk::default() };
-    let granted = leased.limit_shared(b"a", Cost::ZERO, None, None, ask, now).unwrap();
+    let ask = LeaseAsk {
+        want: Cost::new(1.0).unwrap(),
+        ..LeaseAsk::default()
+    };
+    let granted = leased
+        .limit_shared(b"a", Cost::ZERO, None, None, ask, now)
+        .unwrap();
     let lease = granted.lease.expect("a lease of one token");
     // Unsettled, the lease counts as spent until it ends; then the bucket refills.
     assert!(!leased.holds_nothing(Instant::from_nanos(lease.ends_at().as_nanos() - 1)));
-    assert!(leased.holds_nothing(Instant::from_nanos(lease.ends_at().as_nanos() + 1_000_000_000)));
+    assert!(leased.holds_nothing(Instant::from_nanos(
+        lease.ends_at().as_nanos() + 1_000_000_000
+    )));
 }
