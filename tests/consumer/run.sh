@@ -139,6 +139,15 @@ grep -qxF "$(realpath "$root/node_modules/@cloudflare/workers-types")/index.d.ts
   || fail "tsc did not load the root's @cloudflare/workers-types"
 ok "tsc found @cloudflare/workers-types in the root node_modules through \"types\" in tsconfig.json"
 
+step "4b. every TypeScript block of the user README compiles under strict; the Options table is middleware.d.ts's"
+# The fence convention is at the top of readme.mjs. It also runs broken blocks through the same
+# steps and requires tsc to reject them.
+node "$here/readme.mjs" "$here" "$root/pkg-template/README.md" "$bin/tsc" | tee "$tmp/readme.out" \
+  || fail "README TypeScript blocks or Options table (above)"
+readme_checks="$(sed -n 's/^readme: \([0-9]*\) checks passed$/\1/p' "$tmp/readme.out")"
+[ -n "$readme_checks" ] || fail "readme.mjs reported no check count"
+checks=$((checks + readme_checks))
+
 step "5. wrangler deploy --dry-run --outdir dist (root's wrangler, default module rules)"
 (cd "$here" && "$bin/wrangler" deploy --dry-run --outdir dist --metafile dist/bundle-meta.json) \
   >"$tmp/wrangler.out" 2>&1 || { cat "$tmp/wrangler.out" >&2; fail "wrangler deploy --dry-run"; }
