@@ -328,3 +328,23 @@ fn a_block_a_permit_or_a_lease_in_force_is_something_held() {
         lease.ends_at().as_nanos() + 1_000_000_000
     )));
 }
+
+#[test]
+fn a_check_drops_the_full_buckets_it_walks_and_keeps_the_rest() {
+    let now = Instant::from_millis(START_MS);
+    let mut limiter = two_per_second(now);
+    for key in 0..1_000u32 {
+        assert!(limiter.consume(&key.to_le_bytes(), Cost::new(1.0).unwrap(), now));
+    }
+    let later = Instant::from_millis(START_MS + 1_000.0);
+    assert!(limiter.stored_buckets() > 100);
+    // One bucket that is not full: the check stops there, keeping it.
+    assert!(limiter.consume(b"busy", Cost::new(2.0).unwrap(), later));
+    assert!(!limiter.holds_nothing(later));
+    assert!(limiter.holds(b"busy"));
+    assert_eq!(limiter.status(b"busy", later).remaining, 0.0);
+    // Once it is full too, one check walks and drops everything.
+    let end = Instant::from_millis(START_MS + 3_000.0);
+    assert!(limiter.holds_nothing(end));
+    assert_eq!(limiter.stored_buckets(), 0);
+}

@@ -79,7 +79,7 @@ impl RateLimiter {
     /// Whether this limiter holds nothing a new one would not (every bucket full, no block,
     /// permit or lease in force): then it can be freed and made anew with its options.
     #[wasm_bindgen(js_name = holdsNothing)]
-    pub fn holds_nothing(&self, now_ms: f64) -> bool {
+    pub fn holds_nothing(&mut self, now_ms: f64) -> bool {
         self.engine.holds_nothing(Instant::from_millis(now_ms))
     }
 

@@ -429,15 +429,29 @@ impl Limiter {
     /// Whether the limiter holds nothing at `now` that a new one would not: every bucket is
     /// full, and no block, permit or lease is in force. Such a limiter can be dropped and
     /// made anew (with its options) without a caller seeing a difference. Cold: it scans
-    /// what is kept, stopping at the first thing in force.
-    pub fn holds_nothing(&self, now: Instant) -> bool {
-        self.blocks.live(now).next().is_none()
-            && !self.gates.any_live(now)
-            && !self.leases.any_in_force(now)
-            && self.store.entries().all(|(key, bucket, policy)| {
-                let options = policy.as_ref().unwrap_or(&self.options);
-                refill_through_leases(bucket, self.leases.of(key), options, now).is_none()
-            })
+    /// what is kept and stops at the first thing in force; full buckets without leases that
+    /// it passes are dropped, as the sweep would, so a later check does not walk them again.
+    pub fn holds_nothing(&mut self, now: Instant) -> bool {
+        if self.blocks.live(now).next().is_some()
+            || self.gates.any_live(now)
+            || self.leases.any_in_force(now)
+        {
+            return false;
+        }
+        let mut at = 0;
+        while let Some((key, bucket, policy, leased)) = self.store.slot(at) {
+            let options = policy.as_ref().unwrap_or(&self.options);
+            if refill_through_leases(bucket, self.leases.of(key), options, now).is_some() {
+                return false;
+            }
+            if leased {
+                at += 1;
+            } else {
+                // The last bucket moves here: inspect it next.
+                self.store.remove(at);
+            }
+        }
+        true
     }
 
     /// The leases recorded for `key` (live, or ended but not yet dropped by a change).

@@ -208,6 +208,14 @@ impl Store {
             .map(|s| (s.key.as_bytes(), s.bucket, self.policies.get(s.policy)))
     }
 
+    /// The key at `position`, its bucket, its own policy if it has one, and whether it has
+    /// leases out.
+    pub fn slot(&self, position: usize) -> Option<(&[u8], Bucket, Option<Options>, bool)> {
+        let slot = self.slots.get(position)?;
+        let policy = self.policies.get(slot.policy);
+        Some((slot.key.as_bytes(), slot.bucket, policy, slot.leased))
+    }
+
     /// The bucket at `position` and the key's own policy, if it has one.
     pub fn get(&self, position: usize) -> Option<(Bucket, Option<Options>)> {
         let slot = self.slots.get(position)?;
