@@ -10,11 +10,14 @@
 
 use std::collections::HashMap;
 
+mod shared;
+
 use proptest::prelude::*;
 use rate_limiter::engine::{
     gate_snapshot, Cost, GatePolicy, Instant, KeyedSnapshot, Lease, Limiter, OptionsPatch, Request,
     Settlement, StoredSnapshot,
 };
+use shared::{cost, patch};
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -78,26 +81,6 @@ enum Op {
     Unblock {
         key: u8,
     },
-}
-
-fn patch() -> impl Strategy<Value = OptionsPatch> {
-    (
-        proptest::option::of((1u32..=12).prop_map(f64::from)),
-        proptest::option::of(prop_oneof![Just(0.25), Just(1.0), Just(2.5), Just(10.0)]),
-    )
-        .prop_map(|(max_tokens, refill_every_seconds)| OptionsPatch {
-            max_tokens,
-            refill_every_seconds,
-        })
-}
-
-fn cost() -> impl Strategy<Value = f64> {
-    prop_oneof![
-        Just(1.0),
-        Just(0.0),
-        (0u32..=6).prop_map(f64::from),
-        (0.0f64..4.0)
-    ]
 }
 
 fn op() -> impl Strategy<Value = Op> {
