@@ -4,19 +4,23 @@
 // per limit and split (rows) and round trip (columns); in each, one colour per isolate count
 // and one line style per mode, so the per-request mode and today's leases are the baselines
 // drawn beside any new mode. Hollow points ran shorter than their target; skipped cells are
-// missing. Plain hand-written SVG.
+// missing. The calls chart also marks, per isolate count, the floor F (floor.mjs) with crosses
+// on a thin line: the fewest calls per second any design of local decisions can make. Plain
+// hand-written SVG.
 //
 //   node bench/sim/charts.mjs [bench/out/sim.json] [output directory, default bench/sim]
 import { readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { floorCallsPerSecond } from './floor.mjs';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const input = process.argv[2] ?? join(HERE, '..', 'out', 'sim.json');
 const outDir = process.argv[3] ?? HERE;
 
 const run = JSON.parse(readFileSync(input, 'utf8'));
-const cells = run.cells.filter((c) => !c.skipped);
+const allCells = run.cells;
+const cells = allCells.filter((c) => !c.skipped);
 if (cells.length === 0) {
   console.error(`charts: no cell with results in ${input}`);
   process.exit(1);
@@ -56,9 +60,10 @@ function tickLabel(x) {
 
 /**
  * One SVG: a grid of panels; `value(cell)` is the y of a cell (null to leave it out);
- * `yScale` is 'log' or a fixed linear [lo, hi].
+ * `yScale` is 'log' or a fixed linear [lo, hi]; `floor(cell)`, if given, a y drawn per
+ * isolate count as crosses on a thin line (the same for every mode of a cell).
  */
-function chart({ title, yLabel, value, yScale }) {
+function chart({ title, yLabel, value, yScale, floor }) {
   const PW = 250; // panel plot width
   const PH = 150;
   const ML = 58; // panel margins
@@ -73,7 +78,9 @@ function chart({ title, yLabel, value, yScale }) {
   const rows = byRtt ? limits.flatMap((limit) => splits.map((split) => ({ limit, split }))) : limits.map((limit) => ({ limit }));
   const columns = byRtt ? rtts.map((rtt) => ({ rtt })) : splits.map((split) => ({ split, rtt: rtts[0] }));
   const TOP = 92; // title, notes and legend
-  const W = Math.max(panelW * columns.length, 700);
+  // The legend's width: isolate counts, modes, and the floor's entry.
+  const legendW = 12 + 70 * isolateCounts.length + 10 + modes.reduce((w, mode) => w + 44 + 7 * mode.length, 0) + (floor ? 330 : 0);
+  const W = Math.max(panelW * columns.length, 700, legendW);
   const H = TOP + panelH * rows.length + 10;
   const demands = unique(cells.map((c) => c.demand));
   const xLo = demands[0];
@@ -105,6 +112,11 @@ function chart({ title, yLabel, value, yScale }) {
     parts.push(`<text x="${lx + 34}" y="76">${esc(mode)}</text>`);
     lx += 44 + 7 * mode.length;
   }
+  if (floor) {
+    parts.push(`<line x1="${lx}" y1="72" x2="${lx + 30}" y2="72" stroke="#333" stroke-width="0.8" stroke-opacity="0.6"/>`);
+    parts.push(cross(lx + 15, 72, '#333'));
+    parts.push(`<text x="${lx + 34}" y="76">F (floor: the fewest calls any design can make)</text>`);
+  }
 
   rows.forEach((row, r) => {
     columns.forEach((column, c) => {
@@ -119,6 +131,21 @@ function chart({ title, yLabel, value, yScale }) {
           cell.rttMs === rtt,
       );
       const points = inPanel.map((cell) => ({ cell, y: value(cell) })).filter((p) => p.y !== null && Number.isFinite(p.y));
+      // The floor per isolate count and demand, from any mode's cell (skipped ones included).
+      const floors = new Map();
+      if (floor) {
+        for (const cell of allCells) {
+          if (
+            cell.maxTokens === limit.maxTokens &&
+            cell.refillSeconds === limit.refillSeconds &&
+            (cell.split === split || (cell.isolates === 1 && split === 'zipf')) &&
+            cell.rttMs === rtt
+          ) {
+            const y = floor(cell);
+            if (y > 0 && Number.isFinite(y)) floors.set(`${cell.isolates}|${cell.demand}`, { n: cell.isolates, demand: cell.demand, y });
+          }
+        }
+      }
       const rate = 1 / limit.refillSeconds;
       parts.push(
         `<text x="${ox}" y="${oy - 9}" font-weight="600">${esc(`${tickLabel(rate)}/s, max_tokens ${tickLabel(limit.maxTokens)}, ${split}, rtt ${rtt} ms`)}</text>`,
@@ -131,7 +158,7 @@ function chart({ title, yLabel, value, yScale }) {
       let yOf;
       let yTicks;
       if (yScale === 'log') {
-        const ys = points.map((p) => p.y).filter((y) => y > 0);
+        const ys = [...points.map((p) => p.y), ...[...floors.values()].map((f) => f.y)].filter((y) => y > 0);
         const lo = 10 ** Math.floor(Math.log10(Math.min(...ys)));
         const hi = 10 ** Math.ceil(Math.log10(Math.max(...ys)));
         const span = Math.log10(hi) - Math.log10(lo) || 1;
@@ -156,6 +183,16 @@ function chart({ title, yLabel, value, yScale }) {
       if (yScale !== 'log') {
         const y = oy + yOf(1);
         parts.push(`<line x1="${ox}" y1="${y}" x2="${ox + PW}" y2="${y}" stroke="#999" stroke-dasharray="1 2"/>`);
+      }
+      for (const n of isolateCounts) {
+        const line = [...floors.values()].filter((f) => f.n === n).sort((a, b) => a.demand - b.demand);
+        const xy = line.map((f) => [ox + xOf(f.demand), oy + yOf(f.y)]);
+        if (xy.length > 1) {
+          parts.push(
+            `<polyline points="${xy.map(([x, y]) => `${x.toFixed(1)},${y.toFixed(1)}`).join(' ')}" fill="none" stroke="${colourOf(n)}" stroke-width="0.8" stroke-opacity="0.6"/>`,
+          );
+        }
+        line.forEach((f, k) => parts.push(cross(xy[k][0], xy[k][1], colourOf(n), `F, N ${n}, demand ${f.demand}: ${num(f.y)} calls/s`)));
       }
       for (const mode of modes) {
         for (const n of isolateCounts) {
@@ -185,6 +222,13 @@ function chart({ title, yLabel, value, yScale }) {
   return `${parts.join('\n')}\n`;
 }
 
+/** A small cross at (x, y), with a tooltip. */
+function cross(x, y, colour, tip) {
+  const d = 3;
+  const path = `M${(x - d).toFixed(1)},${(y - d).toFixed(1)}L${(x + d).toFixed(1)},${(y + d).toFixed(1)}M${(x - d).toFixed(1)},${(y + d).toFixed(1)}L${(x + d).toFixed(1)},${(y - d).toFixed(1)}`;
+  return `<path d="${path}" stroke="${colour}" stroke-width="1.2" fill="none">${tip ? `<title>${esc(tip)}</title>` : ''}</path>`;
+}
+
 const effs = cells.map((c) => c.efficiency).filter((e) => e !== null);
 const effLo = Math.max(0, Math.floor(Math.min(0.9, ...effs) * 10) / 10);
 const effHi = Math.ceil(Math.max(1.0, ...effs) * 10) / 10 + 0.0001;
@@ -202,6 +246,8 @@ write(
     yLabel: 'object calls per simulated second, log',
     value: (c) => c.callsPerSecond,
     yScale: 'log',
+    // From the JSON, or computed for a run written before F was recorded.
+    floor: (c) => c.floor ?? floorCallsPerSecond(c),
   }),
 );
 write(

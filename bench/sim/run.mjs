@@ -15,6 +15,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { floorCallsPerSecond } from './floor.mjs';
 import { MODES } from './modes.mjs';
 import { loadPackage } from './package.mjs';
 import { selftest } from './selftest.mjs';
@@ -201,7 +202,7 @@ const pct = (x) => (x === null ? '–' : `${+(x * 100).toPrecision(3)}%`);
 
 const COLUMNS = [
   'mode', 'N', 'demand', 'split', 'rtt ms', 'limit', 'sim s', 'admitted', 'exact', 'efficiency',
-  'max adm/bound', 'calls/s', 'waited', 'p50 ms', 'p99 ms', 'wall s', 'bound',
+  'max adm/bound', 'calls/s', 'F', 'calls / F', 'waited', 'p50 ms', 'p99 ms', 'wall s', 'bound',
 ];
 
 function limitName(cell) {
@@ -210,7 +211,7 @@ function limitName(cell) {
 
 function row(cell, result) {
   const head = [cell.mode, cell.isolates, cell.demand, cell.split, cell.rttMs, limitName(cell)];
-  if (result === null) return [...head, '–', cell.skip, '', '', '', '', '', '', '', '', '', ''];
+  if (result === null) return [...head, '–', cell.skip, '', '', '', '', fmt(floorCallsPerSecond(cell)), '', '', '', '', '', ''];
   const seconds = cell.seconds < cell.target ? `${cell.seconds}*` : `${cell.seconds}`;
   let bound = result.boundOk
     ? 'ok'
@@ -226,6 +227,8 @@ function row(cell, result) {
     fmt(result.efficiency, 4),
     fmt(result.maxRatio, 4),
     fmt(result.callsPerSecond),
+    fmt(result.floor),
+    fmt(result.callsOverFloor),
     pct(result.waitedShare),
     fmt(result.latencyP50Ms),
     fmt(result.latencyP99Ms),
@@ -264,13 +267,15 @@ async function main() {
       const full = { ...cell, mode };
       if (cell.skip) {
         console.log(line(row(full, null)));
-        results.push({ ...full, skipped: cell.skip });
+        results.push({ ...full, skipped: cell.skip, floor: floorCallsPerSecond(full) });
         continue;
       }
       const t0 = performance.now();
       const result = await simulateCell(full, lib);
       result.wallSeconds = (performance.now() - t0) / 1000;
       result.targetSeconds = cell.target;
+      result.floor = floorCallsPerSecond(full);
+      result.callsOverFloor = result.callsPerSecond / result.floor;
       checked += 1;
       if (!result.boundOk || result.lateDecisions > 0 || result.failed > 0) failed += 1;
       if (result.failed > 0) console.log(`sim: ${result.mode} threw on ${result.failed} request(s): ${result.firstError}`);
