@@ -56,6 +56,11 @@ const DEFAULTS = {
   skew: null, // ms; null: LocalLimits' margin minus the cell's longest one-way leg
   jitter: 0.1, // each leg is rtt/2 × (1 ± jitter), uniform
   evict: 0.01, // evictions per isolate per simulated second (a mean life of 100 s)
+  // Faults, off by default (README "Faults"):
+  fail: 0, // the share of calls that fail without reaching the object
+  lose: 0, // the share of calls whose answer is lost after the object applied them
+  drift: 0, // the largest clock drift of an isolate, parts per million (the default skew shrinks to leave room)
+  service: 0, // the object's service time per call, µs; it serialises calls
   pkg: join(ROOT, 'pkg'),
   json: join(ROOT, 'bench', 'out', 'sim.json'),
 };
@@ -75,6 +80,8 @@ const SMALL_CELLS = [
   { n: 256, demand: 0.1, rtt: 1, limit: '1000', split: 'even', seconds: 30 },
   // Where answers that crossed a term's switch once let a share run a term the object had ended.
   { n: 32, demand: 10, rtt: 50, limit: '1000', split: 'even', seconds: 30 },
+  // Every fault at once: failed calls, lost answers, drifting clocks, an object with a service time.
+  { n: 32, demand: 10, rtt: 50, limit: '10', split: 'zipf', seconds: 30, fail: 0.05, lose: 0.05, drift: 1000, service: 2000 },
 ];
 
 function usage(message) {
@@ -82,7 +89,8 @@ function usage(message) {
   console.error(
     'usage: node bench/sim/run.mjs [--small | --selftest | --plan] [--modes a,b] [--n 1,4] [--demand 0.5,2]\n' +
       '  [--rtt 50] [--limit 10,1000 | M/S] [--split even,zipf] [--seconds 30] [--min-seconds 10]\n' +
-      '  [--budget 30000000] [--seed 1] [--skew ms] [--jitter 0.1] [--evict 0.01] [--pkg dir] [--json file]',
+      '  [--budget 30000000] [--seed 1] [--skew ms] [--jitter 0.1] [--evict 0.01] [--pkg dir] [--json file]\n' +
+      '  [--fail share] [--lose share] [--drift ppm] [--service us]',
   );
   process.exit(2);
 }
@@ -116,6 +124,10 @@ function parseArgs(argv) {
       case '--skew': options.skew = numbers(value(), 'skew')[0]; break;
       case '--jitter': options.jitter = numbers(value(), 'jitter')[0]; break;
       case '--evict': options.evict = numbers(value(), 'evict')[0]; break;
+      case '--fail': options.fail = numbers(value(), 'fail')[0]; break;
+      case '--lose': options.lose = numbers(value(), 'lose')[0]; break;
+      case '--drift': options.drift = numbers(value(), 'drift')[0]; break;
+      case '--service': options.service = numbers(value(), 'service')[0]; break;
       case '--pkg': options.pkg = value(); break;
       case '--json': options.json = value(); break;
       case '--help': case '-h': usage(); break;
@@ -126,6 +138,8 @@ function parseArgs(argv) {
   for (const split of options.split) if (split !== 'even' && split !== 'zipf') usage(`--split: ${split} is not even or zipf`);
   for (const n of options.n) if (!(Number.isInteger(n) && n >= 1)) usage(`--n: ${n} is not a whole number >= 1`);
   for (const limit of options.limit) limitOf(limit);
+  for (const name of ['fail', 'lose']) if (!(options[name] >= 0 && options[name] <= 1)) usage(`--${name}: ${options[name]} is not a share in [0, 1]`);
+  for (const name of ['drift', 'service']) if (!(options[name] >= 0)) usage(`--${name}: ${options[name]} is negative`);
   if (options.small && options.json === DEFAULTS.json) options.json = join(ROOT, 'bench', 'out', 'sim-small.json');
   return options;
 }
@@ -158,7 +172,15 @@ function cellsOf(options) {
     const split = spec.n === 1 ? 'even' : spec.split;
     const { maxTokens, refillSeconds } = limitOf(spec.limit);
     const evictPerSecond = spec.evict ?? options.evict;
-    const skewMs = options.skew ?? LOCAL_MARGIN_MS - (spec.rtt / 2) * (1 + options.jitter);
+    const target = spec.seconds ?? options.seconds;
+    const fail = spec.fail ?? options.fail;
+    const lose = spec.lose ?? options.lose;
+    const drift = spec.drift ?? options.drift;
+    const service = spec.service ?? options.service;
+    // A drifting clock moves up to drift × (the run and its tail) away from its start: the
+    // default skew leaves room for that within the margin.
+    const driftRoomMs = drift * 1e-6 * (target + 60) * 1000;
+    const skewMs = options.skew ?? Math.max(0, LOCAL_MARGIN_MS - (spec.rtt / 2) * (1 + options.jitter) - driftRoomMs);
     const cell = {
       isolates: spec.n,
       demand: spec.demand,
@@ -170,13 +192,17 @@ function cellsOf(options) {
       skewMs,
       jitter: options.jitter,
       evictPerSecond,
+      // Only when on: a cell without faults is the same cell (and the same JSON) as before.
+      ...(fail > 0 ? { failShare: fail } : {}),
+      ...(lose > 0 ? { loseShare: lose } : {}),
+      ...(drift > 0 ? { driftPpm: drift } : {}),
+      ...(service > 0 ? { serviceUs: service } : {}),
     };
     const id = JSON.stringify(cell);
     if (seen.has(id)) continue;
     seen.add(id);
     // The duration: the target, or what the event budget allows, or skipped when that is below
     // the minimum (or below the target, when the target is shorter than the minimum).
-    const target = spec.seconds ?? options.seconds;
     const requestsPerSecond = spec.demand / refillSeconds;
     const eventsPerSecond = requestsPerSecond * EVENTS_PER_REQUEST;
     const affordable = options.budget / eventsPerSecond;
@@ -222,6 +248,14 @@ function row(cell, result) {
       `${fmt(result.violation.end / 1e9, 6)} s], bound ${result.violation.bound} (seen online at ${fmt(result.onlineViolationAtNs / 1e9)} s)`;
   if (result.lateDecisions > 0) bound += `; ${result.lateDecisions} late decisions`;
   if (result.undecided > 0) bound += `; ${result.undecided} lost with evicted isolates`;
+  const faults = [
+    cell.failShare > 0 && `${result.failedCalls} calls failed (${cell.failShare})`,
+    cell.loseShare > 0 && `${result.lostAnswers} answers lost (${cell.loseShare})`,
+    result.faultDecisions > 0 && `${result.faultDecisions} decisions rejected`,
+    cell.driftPpm > 0 && `drift ±${cell.driftPpm} ppm`,
+    cell.serviceUs > 0 && `service ${cell.serviceUs} µs/call`,
+  ].filter(Boolean);
+  if (faults.length > 0) bound += `; faults: ${faults.join(', ')}`;
   return [
     ...head,
     seconds,
@@ -257,7 +291,10 @@ async function main() {
   const cells = cellsOf(options);
   console.log(
     `sim: ${cells.length} cells × ${options.modes.length} modes (${options.modes.join(', ')}), seed ${options.seed}, ` +
-      `package ${relative(process.cwd(), lib.dir) || '.'} ${lib.version} (wasm ${lib.wasm}), evictions ${options.evict}/isolate/s, jitter ±${options.jitter * 100}%`,
+      `package ${relative(process.cwd(), lib.dir) || '.'} ${lib.version} (wasm ${lib.wasm}), evictions ${options.evict}/isolate/s, jitter ±${options.jitter * 100}%` +
+      (options.fail > 0 || options.lose > 0 || options.drift > 0 || options.service > 0
+        ? `; faults: ${options.fail} of calls fail, ${options.lose} of answers lost, drift up to ${options.drift} ppm, service ${options.service} µs per call`
+        : ''),
   );
   console.log();
   console.log(line(COLUMNS));
@@ -280,8 +317,10 @@ async function main() {
       result.floor = floorCallsPerSecond(full);
       result.callsOverFloor = result.callsPerSecond / result.floor;
       checked += 1;
-      if (!result.boundOk || result.lateDecisions > 0 || result.failed > 0) failed += 1;
-      if (result.failed > 0) console.log(`sim: ${result.mode} threw on ${result.failed} request(s): ${result.firstError}`);
+      // A decision that rejected with an injected fault passes the fault on: not a failure.
+      const threw = result.failed - result.faultDecisions;
+      if (!result.boundOk || result.lateDecisions > 0 || threw > 0) failed += 1;
+      if (threw > 0) console.log(`sim: ${result.mode} threw on ${threw} request(s): ${result.firstError}`);
       results.push(result);
       console.log(line(row(full, result)));
     }

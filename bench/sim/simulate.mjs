@@ -29,6 +29,11 @@ const TAKES_THE_COST = new Set(['limit', 'limitLeased']);
 const KEY = 'default';
 const SCOPE = 'client';
 
+/** The error of an injected fault (a failed call, or an answer lost after the object applied it). */
+export class InjectedFault extends Error {
+  name = 'InjectedFault';
+}
+
 /** The engine's reading of a Date.now() value as nanoseconds (Instant::from_millis). */
 export function engineNanos(ms) {
   const whole = Math.trunc(ms);
@@ -133,6 +138,13 @@ function percentile(sorted, p) {
 export async function simulateCell(cell, lib, modes = MODES) {
   const { mode, isolates, demand, split, rttMs, maxTokens, refillSeconds, seconds, seed } = cell;
   const { skewMs, jitter, evictPerSecond } = cell;
+  // Faults, all off by default (README "Faults"): the share of calls that fail without reaching
+  // the object, the share whose answer is lost after the object applied them, the largest clock
+  // drift of an isolate (parts per million), and the object's service time per call (µs).
+  const failShare = cell.failShare ?? 0;
+  const loseShare = cell.loseShare ?? 0;
+  const driftPpm = cell.driftPpm ?? 0;
+  const serviceNs = Math.round((cell.serviceUs ?? 0) * 1000);
   if (!(mode in modes)) throw new Error(`unknown mode ${mode} (known: ${Object.keys(modes).join(', ')})`);
   const interval = Math.max(1, Math.ceil(refillSeconds * NS_PER_S)); // as the engine rounds it
   const policy = { max_tokens: maxTokens, refill_every_seconds: refillSeconds };
@@ -149,6 +161,9 @@ export async function simulateCell(cell, lib, modes = MODES) {
   const skewRandom = stream(seed, `${name}|skew`);
   const evictionRandom = stream(seed, `${name}|evictions`);
   const networkRandom = stream(seed, `${name}|network`);
+  // Faults draw from streams of their own, so a cell without faults sees the same run as before.
+  const faultRandom = stream(seed, `${name}|faults`);
+  const driftRandom = stream(seed, `${name}|drift`);
 
   const queue = new EventQueue();
   let now = 0;
@@ -157,7 +172,9 @@ export async function simulateCell(cell, lib, modes = MODES) {
   const server = new lib.RateLimiterServer({}, {});
   const monitor = new BoundMonitor(maxTokens, interval);
   const requests = new Requests(Math.ceil(requestsPerSecond * seconds * 1.1));
-  const counts = { objectCalls: 0, droppedAnswers: 0, evictions: 0, backgroundErrors: 0, isolates: 0 };
+  const counts = { objectCalls: 0, droppedAnswers: 0, evictions: 0, backgroundErrors: 0, isolates: 0, failedCalls: 0, lostAnswers: 0, faultDecisions: 0 };
+  // The object serialises calls: each starts when it arrives or when the previous one ends.
+  let objectBusyUntil = 0;
   let onlineViolationAtNs = null;
   // The first error a decision threw: a bug of the mode (the cell fails).
   let firstError = null;
@@ -198,26 +215,41 @@ export async function simulateCell(cell, lib, modes = MODES) {
       const request = TAKES_THE_COST.has(method) && args[1] !== 0 ? attributedRequest : -1;
       const sent = copyPlain(args);
       return new Promise((resolve, reject) => {
+        const reachObject = () => {
+          if (failShare > 0 && faultRandom() < failShare) return { error: new InjectedFault(`${method}: the call failed (injected)`), failed: true };
+          const outcome = applyAtObject(method, sent, request);
+          if (loseShare > 0 && faultRandom() < loseShare) return { error: new InjectedFault(`${method}: the answer was lost (injected)`), lost: true };
+          return outcome;
+        };
+        const apply = () => {
+          const outcome = reachObject();
+          if (outcome.failed) counts.failedCalls += 1;
+          if (outcome.lost) counts.lostAnswers += 1;
+          const answerAt = now + leg();
+          if (request >= 0) requests.answerAt[request] = answerAt;
+          at(
+            answerAt,
+            () => {
+              // An evicted isolate's answers reach no one.
+              if (!isolate.alive) {
+                counts.droppedAnswers += 1;
+                return;
+              }
+              if ('error' in outcome) reject(outcome.error);
+              else resolve(outcome.value);
+            },
+            true,
+          );
+        };
         at(
           now + leg(),
-          () => {
-            const outcome = applyAtObject(method, sent, request);
-            const answerAt = now + leg();
-            if (request >= 0) requests.answerAt[request] = answerAt;
-            at(
-              answerAt,
-              () => {
-                // An evicted isolate's answers reach no one.
-                if (!isolate.alive) {
-                  counts.droppedAnswers += 1;
-                  return;
-                }
-                if ('error' in outcome) reject(outcome.error);
-                else resolve(outcome.value);
-              },
-              true,
-            );
-          },
+          serviceNs > 0
+            ? () => {
+                // Queued behind the calls before it; applied when its service ends.
+                objectBusyUntil = Math.max(now, objectBusyUntil) + serviceNs;
+                at(objectBusyUntil, apply, false);
+              }
+            : apply,
           false,
         );
       });
@@ -226,9 +258,14 @@ export async function simulateCell(cell, lib, modes = MODES) {
   }
 
   function newIsolate() {
-    const isolate = { alive: true, skewNs: Math.round((2 * skewRandom() - 1) * skewMs * NS_PER_MS), background: new Set() };
+    const isolate = { alive: true, skewNs: Math.round((2 * skewRandom() - 1) * skewMs * NS_PER_MS), bornNs: now, background: new Set() };
     counts.isolates += 1;
-    const clock = () => (EPOCH_NS + now + isolate.skewNs) / NS_PER_MS;
+    // A drifting clock runs (1 + rate) as fast as true time, rate within ±driftPpm.
+    const driftRate = driftPpm > 0 ? (2 * driftRandom() - 1) * driftPpm * 1e-6 : 0;
+    const clock =
+      driftRate === 0
+        ? () => (EPOCH_NS + now + isolate.skewNs) / NS_PER_MS
+        : () => (EPOCH_NS + now + isolate.skewNs + Math.round((now - isolate.bornNs) * driftRate)) / NS_PER_MS;
     const waitUntil = (promise) => {
       const kept = Promise.resolve(promise).then(
         () => isolate.background.delete(kept),
@@ -274,7 +311,9 @@ export async function simulateCell(cell, lib, modes = MODES) {
   }
 
   function failed(index, error) {
-    firstError ??= `${error?.name}: ${error?.message}`;
+    // A decision that rejected with an injected fault is the mode passing the fault on, not its bug.
+    if (error instanceof InjectedFault) counts.faultDecisions += 1;
+    else firstError ??= `${error?.name}: ${error?.message}`;
     requests.decided[index] = now;
     requests.outcome[index] = FAILED;
   }
@@ -414,6 +453,10 @@ export async function simulateCell(cell, lib, modes = MODES) {
     skewMs,
     jitter,
     evictPerSecond,
+    failShare,
+    loseShare,
+    driftPpm,
+    serviceUs: serviceNs / 1000,
     intervalNs: interval,
     requests: requests.length,
     admitted,
@@ -441,6 +484,9 @@ export async function simulateCell(cell, lib, modes = MODES) {
     evictions: counts.evictions,
     isolatesCreated: counts.isolates,
     backgroundErrors: counts.backgroundErrors,
+    failedCalls: counts.failedCalls,
+    lostAnswers: counts.lostAnswers,
+    faultDecisions: counts.faultDecisions,
     events,
     endNs: now,
   };
