@@ -61,6 +61,7 @@ const DEFAULTS = {
   lose: 0, // the share of calls whose answer is lost after the object applied them
   drift: 0, // the largest clock drift of an isolate, parts per million (the default skew shrinks to leave room)
   service: 0, // the object's service time per call, µs; it serialises calls
+  jobs: 1, // worker threads running cells side by side (one per core at most makes sense)
   pkg: join(ROOT, 'pkg'),
   json: join(ROOT, 'bench', 'out', 'sim.json'),
 };
@@ -90,7 +91,7 @@ function usage(message) {
     'usage: node bench/sim/run.mjs [--small | --selftest | --plan] [--modes a,b] [--n 1,4] [--demand 0.5,2]\n' +
       '  [--rtt 50] [--limit 10,1000 | M/S] [--split even,zipf] [--seconds 30] [--min-seconds 10]\n' +
       '  [--budget 30000000] [--seed 1] [--skew ms] [--jitter 0.1] [--evict 0.01] [--pkg dir] [--json file]\n' +
-      '  [--fail share] [--lose share] [--drift ppm] [--service us]',
+      '  [--fail share] [--lose share] [--drift ppm] [--service us] [--jobs 1]',
   );
   process.exit(2);
 }
@@ -129,6 +130,7 @@ function parseArgs(argv) {
       case '--drift': options.drift = numbers(value(), 'drift')[0]; break;
       case '--service': options.service = numbers(value(), 'service')[0]; break;
       case '--pkg': options.pkg = value(); break;
+      case '--jobs': options.jobs = numbers(value(), 'jobs')[0]; break;
       case '--json': options.json = value(); break;
       case '--help': case '-h': usage(); break;
       default: usage(`unknown option ${flag}`);
@@ -138,6 +140,7 @@ function parseArgs(argv) {
   for (const split of options.split) if (split !== 'even' && split !== 'zipf') usage(`--split: ${split} is not even or zipf`);
   for (const n of options.n) if (!(Number.isInteger(n) && n >= 1)) usage(`--n: ${n} is not a whole number >= 1`);
   for (const limit of options.limit) limitOf(limit);
+  if (!(Number.isInteger(options.jobs) && options.jobs >= 1)) usage(`--jobs: ${options.jobs} is not a whole number >= 1`);
   for (const name of ['fail', 'lose']) if (!(options[name] >= 0 && options[name] <= 1)) usage(`--${name}: ${options[name]} is not a share in [0, 1]`);
   for (const name of ['drift', 'service']) if (!(options[name] >= 0)) usage(`--${name}: ${options[name]} is negative`);
   if (options.small && options.json === DEFAULTS.json) options.json = join(ROOT, 'bench', 'out', 'sim-small.json');
@@ -299,30 +302,54 @@ async function main() {
   console.log();
   console.log(line(COLUMNS));
   console.log(line(COLUMNS.map(() => '---')));
+  // Every (cell, mode) in the order of the table; run here one after the other, or by
+  // --jobs worker threads, the rows still printed in this order.
+  const items = cells.flatMap((cell) => options.modes.map((mode) => ({ cell, full: { ...cell, mode } })));
   const results = [];
   let failed = 0;
   let checked = 0;
-  for (const cell of cells) {
-    for (const mode of options.modes) {
-      const full = { ...cell, mode };
-      if (cell.skip) {
-        console.log(line(row(full, null)));
-        results.push({ ...full, skipped: cell.skip, floor: floorCallsPerSecond(full) });
+  const record = ({ cell, full }, result) => {
+    if (cell.skip) {
+      console.log(line(row(full, null)));
+      results.push({ ...full, skipped: cell.skip, floor: floorCallsPerSecond(full) });
+      return;
+    }
+    result.targetSeconds = cell.target;
+    result.floor = floorCallsPerSecond(full);
+    result.callsOverFloor = result.callsPerSecond / result.floor;
+    checked += 1;
+    // A decision that rejected with an injected fault passes the fault on: not a failure.
+    const threw = result.failed - result.faultDecisions;
+    if (!result.boundOk || result.lateDecisions > 0 || threw > 0) failed += 1;
+    if (threw > 0) console.log(`sim: ${result.mode} threw on ${threw} request(s): ${result.firstError}`);
+    results.push(result);
+    console.log(line(row(full, result)));
+  };
+  if (options.jobs > 1) {
+    // Rows as soon as every row before them is in.
+    const done = new Array(items.length).fill(null);
+    let printed = 0;
+    const flush = () => {
+      while (printed < items.length && (items[printed].cell.skip || done[printed] !== null)) {
+        record(items[printed], done[printed]);
+        printed += 1;
+      }
+    };
+    flush();
+    await runInWorkers(items, options, (index, result) => {
+      done[index] = result;
+      flush();
+    });
+  } else {
+    for (const item of items) {
+      if (item.cell.skip) {
+        record(item, null);
         continue;
       }
       const t0 = performance.now();
-      const result = await simulateCell(full, lib);
+      const result = await simulateCell(item.full, lib);
       result.wallSeconds = (performance.now() - t0) / 1000;
-      result.targetSeconds = cell.target;
-      result.floor = floorCallsPerSecond(full);
-      result.callsOverFloor = result.callsPerSecond / result.floor;
-      checked += 1;
-      // A decision that rejected with an injected fault passes the fault on: not a failure.
-      const threw = result.failed - result.faultDecisions;
-      if (!result.boundOk || result.lateDecisions > 0 || threw > 0) failed += 1;
-      if (threw > 0) console.log(`sim: ${result.mode} threw on ${threw} request(s): ${result.firstError}`);
-      results.push(result);
-      console.log(line(row(full, result)));
+      record(item, result);
     }
   }
 
@@ -363,6 +390,43 @@ async function main() {
   if (failed > 0) process.exit(1);
 }
 
+/**
+ * Runs the items that are not skipped in `options.jobs` worker threads (worker.mjs), each one
+ * cell at a time, calling `onResult(index, result)` as each finishes.
+ */
+async function runInWorkers(items, options, onResult) {
+  const { Worker } = await import('node:worker_threads');
+  const todo = items.map((item, index) => ({ ...item, index })).filter((item) => !item.cell.skip);
+  let next = 0;
+  const workerCount = Math.min(options.jobs, todo.length);
+  await Promise.all(
+    Array.from({ length: workerCount }, () => {
+      const worker = new Worker(new URL('./worker.mjs', import.meta.url), { workerData: { pkg: options.pkg } });
+      return new Promise((resolve, reject) => {
+        const send = () => {
+          if (next >= todo.length) {
+            worker.terminate().then(resolve, reject);
+            return;
+          }
+          const { index, full } = todo[next++];
+          worker.postMessage({ index, cell: full });
+        };
+        worker.on('message', (message) => {
+          if (message.ready) return send();
+          if (message.error) {
+            worker.terminate();
+            reject(new Error(`worker: ${message.error}`));
+            return;
+          }
+          onResult(message.index, message.result);
+          send();
+        });
+        worker.on('error', reject);
+      });
+    }),
+  );
+}
+
 /** The cells and an estimate of the wall time, without running anything. */
 function plan(options) {
   const cells = cellsOf(options);
@@ -384,7 +448,9 @@ function plan(options) {
   console.log(
     `${cells.length} cells × ${options.modes.length} modes: ${cells.length - skipped} run (${shorter} shorter than ${options.seconds} s), ` +
       `${skipped} skipped; about ${fmtCount(events)} events, ~${Math.round(events / PLANNED_EVENTS_PER_SECOND / 60)} min at ` +
-      `${fmtCount(PLANNED_EVENTS_PER_SECOND)} events/s (leases cells make fewer calls, so usually less)`,
+      `${fmtCount(PLANNED_EVENTS_PER_SECOND)} events/s on one core` +
+      (options.jobs > 1 ? `, ~${Math.round(events / PLANNED_EVENTS_PER_SECOND / 60 / options.jobs)} min with --jobs ${options.jobs} on as many free cores` : '') +
+      ' (leases cells make fewer calls, so usually less)',
   );
 }
 
