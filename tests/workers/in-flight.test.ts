@@ -30,8 +30,10 @@ function held() {
   const gates: (() => void)[] = [];
   const handler = () =>
     new Promise<Response>((resolve) => gates.push(() => resolve(new Response('done'))));
+  // Polls (vi.waitUntil lets I/O run between checks): a handler is called only once its
+  // limiter call has answered, which a loop of microtasks alone would never let in.
   const letGo = async () => {
-    while (gates.length === 0) await Promise.resolve();
+    await vi.waitUntil(() => gates.length > 0);
     gates.shift()!();
   };
   return { handler, letGo };
