@@ -175,7 +175,7 @@ export async function simulateCell(cell, lib, modes = MODES) {
 
   const queue = new EventQueue();
   let now = 0;
-  const at = (t, fire, drain) => queue.push({ t, fire, drain });
+  const at = (t, fire, drain) => queue.push({ t, seq: 0, fire, drain });
 
   const server = new lib.RateLimiterServer({}, {});
   const monitor = new BoundMonitor(maxTokens, interval);
@@ -223,16 +223,18 @@ export async function simulateCell(cell, lib, modes = MODES) {
       const request = TAKES_THE_COST.has(method) && args[1] !== 0 ? attributedRequest : -1;
       const sent = copyPlain(args);
       return new Promise((resolve, reject) => {
-        const reachObject = () => {
-          if (failShare > 0 && faultRandom() < failShare) return { error: new InjectedFault(`${method}: the call failed (injected)`), failed: true };
-          const outcome = applyAtObject(method, sent, request);
-          if (loseShare > 0 && faultRandom() < loseShare) return { error: new InjectedFault(`${method}: the answer was lost (injected)`), lost: true };
-          return outcome;
-        };
         const apply = () => {
-          const outcome = reachObject();
-          if (outcome.failed) counts.failedCalls += 1;
-          if (outcome.lost) counts.lostAnswers += 1;
+          let outcome;
+          if (failShare > 0 && faultRandom() < failShare) {
+            counts.failedCalls += 1;
+            outcome = { error: new InjectedFault(`${method}: the call failed (injected)`) };
+          } else {
+            outcome = applyAtObject(method, sent, request);
+            if (loseShare > 0 && faultRandom() < loseShare) {
+              counts.lostAnswers += 1;
+              outcome = { error: new InjectedFault(`${method}: the answer was lost (injected)`) };
+            }
+          }
           const answerAt = now + leg();
           if (request >= 0) requests.answerAt[request] = answerAt;
           at(
