@@ -3,6 +3,7 @@
 // every window, a chain of awaits must finish before simulated time moves, the object's clock
 // must be exact, and a seed must reproduce a cell. Returns the failures (empty when all pass).
 import { BoundMonitor, checkBound, checkBoundByBruteForce } from './check.mjs';
+import { EventQueue } from './heap.mjs';
 import { MODES } from './modes.mjs';
 import { splitmix32 } from './random.mjs';
 import { engineNanos, objectMs, simulateCell } from './simulate.mjs';
@@ -73,6 +74,33 @@ export async function selftest(lib, log = console.log) {
       JSON.stringify(brute.violation) === JSON.stringify(monitor.violation);
     if (same) agreed += 1;
     else failures.push(`checkers disagree on ${JSON.stringify({ maxTokens, interval, times: [...times] })}`);
+  }
+
+  // 2b. The event queue pops by (time, order of scheduling), through growth and slot reuse.
+  {
+    const queue = new EventQueue();
+    const expected = [];
+    const popped = [];
+    let id = 0;
+    const popOne = () => {
+      queue.pop();
+      popped.push([queue.t, queue.fire(), queue.drain]);
+    };
+    for (let round = 0; round < 20_000; round++) {
+      if (queue.size > 0 && random() < 0.45) popOne();
+      else {
+        const t = (popped.length > 0 ? popped[popped.length - 1][0] : 0) + Math.floor(random() * 50);
+        const mine = id++;
+        const drain = random() < 0.5;
+        expected.push([t, mine, drain]);
+        queue.push(t, () => mine, drain);
+      }
+    }
+    while (queue.size > 0) popOne();
+    // The same events sorted by time, ties in the order they were scheduled (ids increase).
+    expected.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+    // Events are pushed no earlier than the last popped one, so the pops come out in that order.
+    expect(JSON.stringify(popped) === JSON.stringify(expected), 'the event queue popped events out of (time, order) order');
   }
 
   // 3. The object's clock: every whole nanosecond is read exactly by the engine.

@@ -175,7 +175,7 @@ export async function simulateCell(cell, lib, modes = MODES) {
 
   const queue = new EventQueue();
   let now = 0;
-  const at = (t, fire, drain) => queue.push({ t, seq: 0, fire, drain });
+  const at = (t, fire, drain) => queue.push(t, fire, drain);
 
   const server = new lib.RateLimiterServer({}, {});
   const monitor = new BoundMonitor(maxTokens, interval);
@@ -381,12 +381,14 @@ export async function simulateCell(cell, lib, modes = MODES) {
     function step() {
       try {
         while (queue.size > 0) {
-          const event = queue.pop();
-          if (event.t > endNs + TAIL_NS) break;
-          now = event.t;
+          queue.pop();
+          if (queue.t > endNs + TAIL_NS) break;
+          now = queue.t;
           events += 1;
-          event.fire();
-          if (event.drain) {
+          const { fire, drain } = queue;
+          queue.fire = null;
+          fire();
+          if (drain) {
             if (++drains % DRAINS_PER_MACROTASK === 0) setImmediate(step);
             else settled.then(scheduleStep);
             return;
