@@ -140,8 +140,9 @@ function percentile(sorted, p) {
 
 /**
  * Runs one cell and returns its figures. `cell`: { mode, isolates, demand, split, rttMs,
- * maxTokens, refillSeconds, seconds, seed, skewMs, jitter, evictPerSecond }. `lib`: the loaded
- * package (package.mjs). `modes`: the mode table (modes.mjs by default).
+ * maxTokens, refillSeconds, seconds, seed, skewMs, jitter, evictPerSecond } and, optionally, the
+ * faults { failShare, loseShare, driftPpm, serviceUs }. `lib`: the loaded package
+ * (package.mjs). `modes`: the mode table (modes.mjs by default).
  */
 export async function simulateCell(cell, lib, modes = MODES) {
   const { mode, isolates, demand, split, rttMs, maxTokens, refillSeconds, seconds, seed } = cell;
