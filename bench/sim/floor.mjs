@@ -9,13 +9,16 @@
 //
 // - An isolate can admit a request without a call only with a token it already holds. At most
 //   B tokens are held at once, over all isolates, and a token held by one isolate waits about
-//   N / D seconds for that isolate's next request; so at most B · D / N admissions per second
-//   are local. Of the min(D, r) admissions per second the bucket sustains, the rest need a
-//   call each; counted at 95% of them, so that a design may admit up to 5% less than the
-//   bucket and still be measured against this floor.
+//   N / D seconds for that isolate's next request (an even split); so at most B · D / N
+//   admissions per second are local. Of the min(D, r) admissions per second the bucket
+//   sustains, the rest need a call each; counted at 95% of them, so that a design may admit up
+//   to 5% less than the bucket and still be measured against this floor.
 // - Every isolate that decides locally hears from the object about once per 5 s term: N / 5
 //   calls per second.
 // - A design never needs more than one call per request: F is at most D.
+//
+// The terms are averages over an even split, not a proof: under a Zipf split idle isolates
+// make no call, so a mode can come under F (bench/sim/README.md).
 
 /** F in calls per second for `{ isolates, demand, maxTokens, refillSeconds }` (demand × the rate). */
 export function floorCallsPerSecond({ isolates, demand, maxTokens, refillSeconds }) {
