@@ -118,9 +118,9 @@ else
 fi
 
 # 6. The simulation of many isolates sharing one bucket (bench/sim/README.md): the full sweep
-#    of modes x isolates x demand x round trip x limit x split (about 1.5 hours on one core),
-#    then its charts.
-part sim "$OUT/sim.log" sh -c 'node bench/sim/run.mjs && node bench/sim/charts.mjs'
+#    of modes x isolates x demand x round trip x limit x split (about 6.5 hours of one core,
+#    run on both: about 3.3 hours), then its charts.
+part sim "$OUT/sim.log" sh -c 'node bench/sim/run.mjs --jobs 2 && node bench/sim/charts.mjs'
 
 # 7. Before and after, only when asked: the build of revision $BENCH_COMPARE beside HEAD's, in
 #    worktrees and target dirs of its own (scripts/bench-compare.sh, bench/README.md).
