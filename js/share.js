@@ -8,9 +8,18 @@ const NANOS_PER_MS = 1e6;
 // A renewal starts this long before the share's stop (a round trip, with room to spare).
 const RENEW_LEAD_MS = 500;
 
-/** `{ capacity, period }`: whole tokens, ns per token (`null`: no refill). */
+// The sub-bucket refills by the holder's clock, which may run faster than the object's: its
+// period is longer by this much, so a clock up to 0.1% fast never refills faster than the
+// object counts (docs/SPEC.md, 11.6). Disciplined clocks drift by about 0.001%.
+const CLOCK_RATE_ALLOWANCE = 1e-3;
+
+/** `{ capacity, period }`: whole tokens, ns per token on the holder's clock (`null`: no refill). */
 function termsOf(wire) {
-  return { capacity: Math.floor(wire.capacity), period: wire.refill_every_ns ?? null };
+  const period = wire.refill_every_ns ?? null;
+  return {
+    capacity: Math.floor(wire.capacity),
+    period: period === null ? null : Math.ceil(period * (1 + CLOCK_RATE_ALLOWANCE)),
+  };
 }
 
 /** The least capacity and the longest period of two terms. */

@@ -55,6 +55,26 @@ describe('HeldShare', () => {
     expect(admitted(share, 700, 900)).toBeGreaterThan(4 + 200 / 20);
   });
 
+  it('a holder whose clock runs 0.1% fast never refills faster than the object counts', () => {
+    // One token every 20 ms by the object's clock, for a term longer than the test (room for
+    // 2, so a token waiting for the next millisecond's request stops no refill).
+    const lease: ShareLease = {
+      id: 9,
+      tokens: 0,
+      ttl_ms: 100_000,
+      share: { capacity: 2, refill_every_ns: 20_000_000, term_ms: 5_000, next: null },
+    };
+    const share = new HeldShare(lease, 0, 0, MARGIN_MS);
+    // The holder's clock reads 1,001 ms for every 1,000 ms of true time.
+    let taken = 0;
+    for (let holder = 0; holder < 90_000; holder += 1) {
+      if (share.take(1, holder)) taken += 1;
+      // What the object counts as refilled into the share by this true moment (integers: exact).
+      expect(taken).toBeLessThanOrEqual(Math.floor((holder * 1_000) / (1_001 * 20)));
+    }
+    expect(taken).toBe(Math.floor(89_999 / 20.02)); // and it still serves every token it may
+  });
+
   it('renews 500 ms before its stop: late, so an evicted holder rarely has a next term out', () => {
     const share = renewedShare();
     // In its second term (5 s, ending from 7,000 ms): the stop is a margin before, at 6,000 ms.
