@@ -4,3 +4,9 @@
 export function resetWasmInstance() {
   wasm = undefined;
 }
+
+// Appended by scripts/build.sh too: the current instance's memory, where the shim reads the
+// numbers a limiter leaves in its slots (`decisionSlots`).
+export function wasmMemory() {
+  return wasm.memory;
+}

@@ -1,7 +1,7 @@
 // One wasm RateLimiter behind a JavaScript object that outlives traps: after the instance
 // is replaced, the next call makes a new RateLimiter in it with the same options. Reads the
 // clock once per call, and sends the common arguments down the binding's fast paths.
-import { FastAnswer, RateLimiter } from './rate_limiter.js';
+import { FastAnswer, RateLimiter, wasmMemory } from './rate_limiter.js';
 
 const { Allowed, UseGeneralPath } = FastAnswer;
 
@@ -219,6 +219,8 @@ export class LocalLimiter {
       cell.limiter = new RateLimiter(seed[0], seed[1]);
       cell.generation = cell.instance.generation;
       cell.incarnation += 1;
+      // Where its limitInto decisions are read, in 8-byte units of wasm memory.
+      cell.limiter.slotIndex = cell.limiter.decisionSlots() / 8;
       if (cell.options !== undefined) cell.limiter.setOptions(Date.now(), cell.options);
       idle?.add(cell);
     }
@@ -285,9 +287,30 @@ function resetNow(limiter, key) {
 function limitNow(limiter, key, cost, policy) {
   if (isFast(key, cost) && readPolicy(policy)) {
     const [max, every] = policyNumbers;
-    return limiter.limitText(Date.now(), key, cost, policy !== undefined, max, every);
+    const answer = limiter.limitInto(Date.now(), key, cost, policy !== undefined, max, every);
+    if (answer !== UseGeneralPath) return decisionFromSlots(limiter, answer === Allowed);
   }
   return limiter.limit(Date.now(), key, cost, policy);
+}
+
+// A view of the current wasm memory, made anew when memory grew (its buffer is then another)
+// or a trap replaced the instance.
+let memory = new Float64Array(0);
+
+/** The decision `limitInto` left in the limiter's slots, as the general path builds it. */
+function decisionFromSlots(limiter, allowed) {
+  const buffer = wasmMemory().buffer;
+  if (memory.buffer !== buffer) memory = new Float64Array(buffer);
+  const at = limiter.slotIndex;
+  const retry = memory[at + 3];
+  return {
+    allowed,
+    remaining: memory[at],
+    limit: memory[at + 1],
+    reset_in_ms: memory[at + 2],
+    retry_after_ms: retry < 0 ? null : retry,
+    window_ms: memory[at + 4],
+  };
 }
 
 function limitLeasedNow(limiter, key, cost, policy, lease) {

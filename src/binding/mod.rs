@@ -63,6 +63,8 @@ pub struct RateLimiter {
     engine: Limiter,
     /// Reused buffer for the encoded key of the current call.
     key: Vec<u8>,
+    /// The numbers of the last `limitInto` decision, read by the shim.
+    slots: [f64; 5],
 }
 
 #[wasm_bindgen]
@@ -73,6 +75,7 @@ impl RateLimiter {
         RateLimiter {
             engine: Limiter::new(((seed_high as u64) << 32) | seed_low as u64),
             key: Vec::new(),
+            slots: [0.0; 5],
         }
     }
 
@@ -197,9 +200,13 @@ impl RateLimiter {
 
     /// `limit` for a well-formed string key, a number cost and a policy that the shim has
     /// read as two numbers (`NaN`: the field is absent; the shim sends real NaNs and
-    /// anything unusual down the general path).
-    #[wasm_bindgen(js_name = limitText)]
-    pub fn limit_text(
+    /// anything unusual down the general path). The decision's numbers go to the slots at
+    /// `decisionSlots` (remaining, limit, reset_in_ms, retry_after_ms or -1 for `null`,
+    /// window_ms), from which the shim builds the object: cheaper than building it through
+    /// an import. A bad cost or policy changes nothing and answers `UseGeneralPath`, whose
+    /// call reports it.
+    #[wasm_bindgen(js_name = limitInto)]
+    pub fn limit_into(
         &mut self,
         now_ms: f64,
         key: &str,
@@ -207,14 +214,35 @@ impl RateLimiter {
         has_policy: bool,
         max_tokens: f64,
         refill_every_seconds: f64,
-    ) -> Result<Ts<RateLimitDecision>, JsValue> {
-        let cost = Cost::new(cost)?;
+    ) -> FastAnswer {
+        let Ok(cost) = Cost::new(cost) else {
+            return FastAnswer::UseGeneralPath;
+        };
         let present = |x: f64| (!x.is_nan()).then_some(x);
         let policy = has_policy.then(|| OptionsPatch {
             max_tokens: present(max_tokens),
             refill_every_seconds: present(refill_every_seconds),
         });
-        self.decide(key.as_bytes(), cost, policy, None, now_ms)
+        let now = Instant::from_millis(now_ms);
+        let Ok(decision) = self.engine.limit(key.as_bytes(), cost, policy, now) else {
+            return FastAnswer::UseGeneralPath;
+        };
+        let status = &decision.status;
+        self.slots = [
+            status.remaining,
+            status.limit,
+            status.reset_in_ms,
+            decision.retry_after_ms.unwrap_or(-1.0),
+            decision.window_ms,
+        ];
+        FastAnswer::from_bool(decision.allowed)
+    }
+
+    /// Where `limitInto` writes a decision's numbers: a byte offset in wasm memory, 8-byte
+    /// aligned, fixed for this limiter's life.
+    #[wasm_bindgen(js_name = decisionSlots)]
+    pub fn decision_slots(&self) -> usize {
+        self.slots.as_ptr() as usize
     }
 
     /// `limit` over several keys, all or nothing. `load` (see the module docs) is called

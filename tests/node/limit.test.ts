@@ -101,6 +101,20 @@ describe('limit(): the decision', () => {
     expect(server.getStatus('k')).toEqual(status(9, 10, 10_000));
   });
 
+  it('is read right after wasm memory grew, and beside other servers\' decisions', () => {
+    const server = newServer();
+    const other = newServer();
+    expect(server.limit('k', 3, { max_tokens: 5, refill_every_seconds: 2 })).toEqual({
+      allowed: true, remaining: 2, limit: 5, reset_in_ms: 2_000, retry_after_ms: 0, window_ms: 10_000,
+    });
+    // Enough new buckets to grow wasm memory (the old view of it is then detached).
+    for (let i = 0; i < 200_000; i++) other.consume(`grow-${i}`);
+    expect(other.limit('x', 11)).toMatchObject({ allowed: false, retry_after_ms: null });
+    expect(server.limit('k', 3, { max_tokens: 5, refill_every_seconds: 2 })).toEqual({
+      allowed: false, remaining: 2, limit: 5, reset_in_ms: 2_000, retry_after_ms: 2_000, window_ms: 10_000,
+    });
+  });
+
   it('cost defaults to 1 (undefined too), and consumes like consume()', () => {
     expect(server.limit('k', undefined)).toStrictEqual(decision(true, 9, 10, 10_000, 0, 100_000));
     expect(server.limit('k')).toStrictEqual(decision(true, 8, 10, 10_000, 0, 100_000));
