@@ -1,7 +1,7 @@
 // Type-checks the TypeScript blocks of the user README under `strict` against the package
 // installed in tests/consumer from the tarball and @cloudflare/workers-types (hono from the
-// root's devDependencies), and checks its middleware Options table against the installed
-// middleware.d.ts. Run by run.sh after the install:
+// root's devDependencies), checks its middleware Options table against the installed
+// middleware.d.ts, and the .wasm size it quotes against the installed .wasm. Run by run.sh after the install:
 //   node readme.mjs <tests/consumer> <README.md> <tsc>
 //
 // Fence convention: the info string after `ts` names the context a block compiles in (GitHub
@@ -25,6 +25,7 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { gzipSync } from 'node:zlib';
 import { join, relative, resolve } from 'node:path';
 
 const [consumer, readmePath, tsc] = process.argv.slice(2).map((p) => resolve(p));
@@ -341,6 +342,27 @@ const stale = readme.replace(/^\| `policy` \| [^|]+\|/m, '| `policy` | required 
 const staleResult = checkOptionsTable(stale);
 if (stale === readme || !staleResult.problems?.length) fail('the Options table check accepted `policy` marked required');
 ok('the Options table check rejects a table that marks `policy` required');
+
+// ---- the .wasm size the Performance section quotes ----
+
+/** Problems of the README's `.wasm` line against the installed .wasm (within 2 KB each). */
+function checkWasmSize(markdown) {
+  const quoted = /^- `\.wasm`: ([\d,]+) bytes raw, ([\d,]+) bytes with `gzip -9`/m.exec(markdown);
+  if (!quoted) return ['no "- `.wasm`: N bytes raw, M bytes with `gzip -9`" line'];
+  const [raw, gzip] = [quoted[1], quoted[2]].map((n) => Number(n.replace(/,/g, '')));
+  const wasm = readFileSync(join(installed, 'rate_limiter_bg.wasm'));
+  const built = { raw: wasm.length, gzip: gzipSync(wasm, { level: 9 }).length };
+  const problems = [];
+  if (Math.abs(raw - built.raw) > 2048) problems.push(`quotes ${raw} bytes raw, the package's is ${built.raw}`);
+  if (Math.abs(gzip - built.gzip) > 2048) problems.push(`quotes ${gzip} bytes with gzip -9, the package's is ${built.gzip}`);
+  return problems;
+}
+
+const sizeProblems = checkWasmSize(readme);
+if (sizeProblems.length) fail(`the .wasm size in ${readmeName}: ${sizeProblems.join('; ')} (more than 2 KB apart)`);
+ok(`the .wasm size ${readmeName} quotes is the installed package's, within 2 KB raw and with gzip -9`);
+if (checkWasmSize(readme.replace(/^(- `\.wasm`: )[\d,]+/m, '$1112,000')).length === 0) fail('the .wasm size check accepted 112,000 bytes');
+ok('the .wasm size check rejects a size 2 KB or more away from the package\'s');
 
 rmSync(work, { recursive: true, force: true });
 console.log(`readme: ${checks} checks passed`);
