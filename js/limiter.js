@@ -26,11 +26,8 @@ class IdleSweep {
     for (let i = 0; i < 2 && this.#cells.length > 0; i++) {
       if (this.#next >= this.#cells.length) this.#next = 0;
       const other = this.#cells[this.#next];
-      if (other === cell) {
-        this.#next += 1;
-        continue;
-      }
-      if (other.generation === other.instance.generation && !other.limiter.holdsNothing(Date.now())) {
+      const current = other.generation === other.instance.generation;
+      if (other === cell || (current && !other.limiter.holdsNothing(Date.now()))) {
         this.#next += 1;
         continue;
       }

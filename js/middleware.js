@@ -410,8 +410,9 @@ function gateOf(concurrency) {
   return { name, quoted: `"${name.replace(/[\\"]/g, '\\$&')}"`, permit: { key: name, cost: 1, policy } };
 }
 
-// The wait a denied permit reports: releases come at any time, so there is no exact one.
-const GATE_WAIT_MS = 1_000;
+// The wait a denied permit reports, in seconds: releases come at any time, so there is no
+// exact one.
+const GATE_WAIT = 1;
 
 /**
  * Adds the gate to the headers: a `RateLimit-Policy` member in the `concurrent-requests` quota
@@ -426,7 +427,7 @@ function addGateHeaders(o, headers, decision, shown) {
   if (o.headers.standardHeaders) {
     const policy = `${o.gate.quoted};q=${permit.limit};qu="concurrent-requests"`;
     const left = denied
-      ? `${o.gate.quoted};r=0${never ? '' : `;t=${GATE_WAIT_MS / 1_000}`}`
+      ? `${o.gate.quoted};r=0${never ? '' : `;t=${GATE_WAIT}`}`
       : `${o.gate.quoted};r=${Math.max(0, permit.limit - permit.in_flight)}`;
     headers['RateLimit-Policy'] = headers['RateLimit-Policy'] === undefined ? policy : `${headers['RateLimit-Policy']}, ${policy}`;
     headers['RateLimit'] = headers['RateLimit'] === undefined ? left : `${headers['RateLimit']}, ${left}`;
@@ -435,9 +436,9 @@ function addGateHeaders(o, headers, decision, shown) {
   if (denied && o.headers.legacyHeaders && shown.results.length > 0 && gateBinds(shown, never)) {
     headers['X-RateLimit-Limit'] = String(permit.limit);
     headers['X-RateLimit-Remaining'] = '0';
-    headers['X-RateLimit-Reset'] = never ? '0' : String(GATE_WAIT_MS / 1_000);
+    headers['X-RateLimit-Reset'] = String(never ? 0 : GATE_WAIT);
   }
-  if (denied && !never && headers['Retry-After'] === undefined) headers['Retry-After'] = String(GATE_WAIT_MS / 1_000);
+  if (denied && !never && headers['Retry-After'] === undefined) headers['Retry-After'] = String(GATE_WAIT);
   if (never) delete headers['Retry-After'];
 }
 
@@ -445,7 +446,7 @@ function addGateHeaders(o, headers, decision, shown) {
 function gateBinds(shown, never) {
   if (never) return true;
   const denied = shown.results.filter((d) => !d.allowed);
-  return denied.every((d) => d.retry_after_ms !== null && d.retry_after_ms < GATE_WAIT_MS);
+  return denied.every((d) => d.retry_after_ms !== null && d.retry_after_ms < GATE_WAIT * 1_000);
 }
 
 /** The names of the enforced limits (and the gate) that had no room. */
