@@ -642,95 +642,31 @@ fn a_late_top_up_does_not_raise_the_next_term() {
 /// the demand it reported): a holder whose share ran out at a peak of its demand does not
 /// take half of the main bucket's refill, which it could not use.
 #[test]
-fn a_share_gets_half_its_demand_and_a_top_up_raises_nothing() {
+fn a_top_up_raises_the_refill_only_up_to_what_the_holder_wants() {
     let now = at(0.0);
-    let one = cost(1.0);
+    let one = Cost::new(1.0).unwrap();
     let mut l = limiter(10.0, 0.1);
-    // 6 tokens/s of a 10/s refill: half of that, 30% of the refill, with 30% of the capacity.
+    // 2 tokens/s of a 10/s refill: it wants 30% of it, and gets that (and 3 tokens).
     let ask = LeaseAsk {
         want: Cost::ZERO,
-        rate: 6.0,
+        rate: 2.0,
         renew: None,
     };
     let share = l.limit_shared(KEY, one, None, None, ask, now).unwrap();
     let share = share.lease.expect("a share");
-    let thirty_percent = (0.3 * f64::from(rate_limiter::engine::RATE_PARTS)).ceil() as u32;
-    assert_eq!(share.parts, thirty_percent);
-    assert_eq!(share.billionths, 3 * BILLION);
-    // A top-up moves tokens, at most the share's capacity, and raises neither its capacity
-    // nor its refill.
+    let wanted = share.wanted;
+    assert_eq!(share.parts, wanted);
+    assert!(wanted < rate_limiter::engine::RATE_PARTS / 2);
+    // A top-up moves tokens and raises the capacity, but the refill stays at what it wants.
     let top_up = LeaseAsk {
-        want: cost(5.0),
+        want: Cost::new(2.0).unwrap(),
         rate: 0.0,
         renew: Some(share.id),
     };
     let topped = l.limit_shared(KEY, one, None, None, top_up, now).unwrap();
-    assert_eq!(topped.moved, 3 * BILLION);
     let topped = topped.lease.expect("the share, topped up");
-    assert_eq!(topped.parts, share.parts);
-    assert_eq!(topped.billionths, share.billionths);
-}
-
-/// A share smaller than three tokens would hold more capacity than its refill carries, or
-/// lose a third of its refill while full: none is granted, and nothing is recorded.
-#[test]
-fn no_share_is_granted_under_three_tokens() {
-    let now = at(0.0);
-    let mut l = limiter(10.0, 0.1);
-    // 5.9 tokens/s: half of it is 2.95 tokens of a 10-token bucket's proportion.
-    let ask = LeaseAsk {
-        want: cost(2.0),
-        rate: 5.9,
-        renew: None,
-    };
-    let answer = l
-        .limit_shared(KEY, cost(1.0), None, None, ask, now)
-        .unwrap();
-    assert!(answer.decision.allowed);
-    assert!(answer.lease.is_none());
-    assert!(l.leases_of(KEY).is_empty());
-}
-
-/// First come, first served: a holder gets the half of its demand that is free, whatever
-/// the others want; the refill is not divided among everyone who asks. The main bucket keeps
-/// a token while it keeps parts.
-#[test]
-fn shares_are_first_come_first_served() {
-    let now = at(0.0);
-    let mut l = limiter(100.0, 0.001);
-    let ask = |rate| LeaseAsk {
-        want: Cost::ZERO,
-        rate,
-        renew: None,
-    };
-    let parts = |share: f64| (share * f64::from(rate_limiter::engine::RATE_PARTS)).ceil() as u32;
-    // 500/s: a quarter of the refill and of the capacity.
-    let first = l
-        .limit_shared(KEY, cost(0.0), None, None, ask(500.0), now)
-        .unwrap();
-    let first = first.lease.expect("a first share");
-    assert_eq!((first.parts, first.billionths), (parts(0.25), 25 * BILLION));
-    // 1,000/s: half of it is 50% of the refill, free: half the capacity.
-    let second = l
-        .limit_shared(KEY, cost(0.0), None, None, ask(1_000.0), now)
-        .unwrap();
-    let second = second.lease.expect("a second share");
-    assert_eq!(
-        (second.parts, second.billionths),
-        (parts(0.5), 50 * BILLION)
-    );
-    // 10,000/s wants all of it, and gets what is left: the last quarter of the refill and
-    // of the capacity (the main bucket keeps no parts, so it needs no token).
-    let third = l
-        .limit_shared(KEY, cost(0.0), None, None, ask(10_000.0), now)
-        .unwrap();
-    let third = third.lease.expect("a third share");
-    assert_eq!((third.parts, third.billionths), (parts(0.25), 25 * BILLION));
-    // Nothing is left for a fourth.
-    let fourth = l
-        .limit_shared(KEY, cost(0.0), None, None, ask(10_000.0), now)
-        .unwrap();
-    assert!(fourth.lease.is_none());
+    assert_eq!(topped.parts, wanted);
+    assert!(topped.billionths > share.billionths);
 }
 
 /// A lone holder at overload decides on its own: after its share is granted, a thousand

@@ -1,8 +1,8 @@
 // What part of its refill a share's sub-bucket admits: a bucket of `capacity` whole tokens that
 // gains one token per period and banks nothing while full (docs/SPEC.md, 3.2 and 11.1), fed by
 // Poisson requests at `ratio` times its refill rate. Refill gained while the bucket is full is
-// lost; this measures how much, by capacity and demand ratio, which is what the allocation of
-// shares is sized on (docs/SPEC.md, 11.7).
+// lost; this measures how much, by capacity and demand ratio (docs/SPEC.md, 11.8): the cost of
+// splitting a bucket into small ones, whatever decides their sizes.
 //
 //   node bench/sim/sub-bucket.mjs            # the table (seeded, about a second)
 //   node bench/sim/sub-bucket.mjs --periods 1000000 --seed 2

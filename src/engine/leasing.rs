@@ -8,8 +8,8 @@ use super::lease::{Lease, Term, FIRST_TERM_NANOS, LEASE_TTL_NANOS, SHARE_TERM_NA
 use super::limiter::{give_back, LeaseAsk, Limiter, Settlement};
 use super::options::{Cost, Options, UNITS_PER_TOKEN};
 use super::share::{
-    allocate, billionths_of, free_units, main_period_beside, others, rescale, term_units,
-    wanted_parts,
+    allocate, billionths_of, free_parts, free_units, main_period, main_period_beside, others,
+    out_at, rescale, term_units, wanted_parts, RATE_PARTS,
 };
 use super::time::Instant;
 use super::view::View;
@@ -110,17 +110,37 @@ impl Limiter {
         let room = options.capacity_units().saturating_sub(view.leased);
         let units = state.map_or(room, |b| b.units());
         let since = state.map_or(now, |b| b.last_refill());
+        let mut state_now = Some(Bucket::from_parts(units, since));
         let mut moved = 0;
         if let Some(want) = top_up.filter(|&want| want > 0) {
-            // A top-up moves tokens into the share, at most its capacity; the share's terms
-            // stay as they are (its holder drops what does not fit).
-            let capacity = term_units(share.billionths, &options);
-            moved = whole_tokens(want.min(units / 2).min(capacity), &options);
+            // A top-up raises the share's capacity for its current term by the tokens it
+            // moves, and its refill by half the parts the main bucket has, up to the parts
+            // the holder wants, as far as the others leave them free until then (their
+            // later terms count).
+            let held = term_units(share.billionths, &options);
+            let free = free_units(&others, &options, now, share.expires_at).saturating_sub(held);
+            moved = whole_tokens(want.min(units / 2).min(free), &options);
+            share.billionths = share
+                .billionths
+                .saturating_add(billionths_of(moved, &options));
+            let main_parts = RATE_PARTS.saturating_sub(out_at(&view.live, &options, now).parts);
+            let free_parts =
+                free_parts(&others, &options, now, share.expires_at).saturating_sub(share.parts);
+            let extra =
+                (main_parts.min(free_parts) / 2).min(share.wanted.saturating_sub(share.parts));
+            if extra > 0 {
+                let before = main_period(&options, RATE_PARTS - main_parts);
+                let after = main_period(&options, RATE_PARTS - main_parts + extra);
+                state_now = rescale(state_now, before, after, now);
+                share.parts += extra;
+            }
         }
+        let since = state_now.map_or(now, |b| b.last_refill());
         self.leases.replace(key, share);
         if let Some(slot) = view.live.iter_mut().find(|l| l.id == share.id) {
             *slot = share;
         }
+        view.leased = view.leased.saturating_add(moved);
         view.last_expiry = view.last_expiry.max(Some(share.ends_at()));
         Grant {
             state: Some(Bucket::from_parts(units - moved, since)),
@@ -144,21 +164,22 @@ impl Limiter {
         let until = now.saturating_add(FIRST_TERM_NANOS);
         let mut term = allocate(&view.live, wanted, &options, now, until);
         // The share's capacity leaves the main bucket's: what no longer fits there moves
-        // into the share, and a top-up (when the call was allowed) may move more, up to the
-        // share's capacity. The share gets whole tokens (its holder's bucket holds whole
-        // tokens only, or its level could pass its capacity).
+        // into the share. A top-up (when the call was allowed) may raise its capacity, as
+        // far as the others leave it free. The share gets whole tokens (its holder's bucket
+        // holds whole tokens only, or its level could pass its capacity).
         let units = state.map_or(options.capacity_units(), |b| b.units());
         let allocated = term_units(term.billionths, &options);
         let room = options
             .capacity_units()
             .saturating_sub(view.leased.saturating_add(allocated));
+        let free = free_units(&view.live, &options, now, until);
         let top_up = top_up.map_or(0, |want| {
-            whole_tokens(want.min(units / 2).min(allocated), &options)
+            whole_tokens(want.min(units / 2).min(free), &options)
         });
         let taken = units.saturating_sub(room).max(top_up);
-        let capacity = allocated;
-        // A share too small to carry its refill is not granted, and the ask is not recorded
-        // (11.7): the holder gets the main bucket's answer.
+        let capacity = allocated.max(top_up);
+        // Without a whole token the holder could only deny: no share is granted, and none
+        // is recorded (its demand would take parts from holders that use them, 11.7).
         if capacity == 0 {
             return Grant {
                 state,

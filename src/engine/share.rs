@@ -84,29 +84,23 @@ fn period_of(options: &Options, parts: u32) -> u128 {
         .div_ceil(parts.into())
 }
 
-/// The least capacity of a share, in whole tokens (or `max_tokens`, when smaller): a smaller
-/// sub-bucket holds more capacity than its refill carries, or loses much of its refill while
-/// full (docs/SPEC.md, 11.7).
-pub const MIN_SHARE_TOKENS: u64 = 3;
-
-/// The parts asked for by a holder that expects to need `rate` tokens per second: half its
-/// demand, so that its sub-bucket runs at twice its refill or more and loses almost none of
-/// it; at least one part when `rate > 0`, at most all of them.
+/// The parts asked for by a holder that expects to need `rate` tokens per second: half as
+/// much again (headroom for bursts), at least one part when `rate > 0`, at most all of them.
 pub fn wanted_parts(rate: f64, options: &Options) -> u32 {
     if rate.is_nan() || rate <= 0.0 {
         return 0;
     }
     let interval_seconds = options.interval_nanos() as f64 / 1e9;
-    let parts = (rate / 2.0 * interval_seconds * f64::from(RATE_PARTS)).ceil();
+    let parts = (1.5 * rate * interval_seconds * f64::from(RATE_PARTS)).ceil();
     parts.clamp(1.0, f64::from(RATE_PARTS)) as u32
 }
 
-/// The terms of a share asked for with `wanted` parts, for a term from `from` to `until`
-/// beside `others` (the key's other leases): the parts it wants as far as the others leave
-/// them free at every moment of the term (first come, first served), and the bucket's
-/// proportion of capacity for them (whole tokens, at most what is free throughout, and one
-/// token left to the main bucket while it keeps parts). Under [`MIN_SHARE_TOKENS`] of
-/// capacity, nothing (the empty term: no share is granted). (docs/SPEC.md, 11.7)
+/// The terms of a share asked for with `wanted` parts, for a term from `from`, beside
+/// `others` (the key's other leases): its fair part of the refill by what every share wants,
+/// at most what the others leave free at every moment of the term; a capacity in proportion
+/// (at least one whole token, at most what is free throughout, and one token left to the main
+/// bucket while it keeps parts), with the parts of that capacity if it was rounded up.
+/// Without a whole token, nothing (the empty term: no share is granted). (docs/SPEC.md, 11.7)
 pub fn allocate(
     others: &[Lease],
     wanted: u32,
@@ -116,20 +110,40 @@ pub fn allocate(
 ) -> Term {
     let taken = most_held(others, options, from, until);
     let free_parts = RATE_PARTS.saturating_sub(taken.parts);
-    let parts = wanted.min(free_parts);
+    // A plain lease is another holder that may ask for a share next: it counts as wanting as
+    // much as this one, so the first share does not take the whole refill.
+    let all_wanted =
+        others
+            .iter()
+            .filter(|l| l.ends_at() > from)
+            .fold(u64::from(wanted), |sum, l| {
+                let theirs = if l.is_share() { l.wanted } else { wanted };
+                sum.saturating_add(theirs.into())
+            });
+    let fair = u64::from(RATE_PARTS) * u64::from(wanted) / all_wanted.max(1);
+    let parts = fair.min(wanted.into()).min(free_parts.into()) as u32;
     let unit = options.unit();
     let free_tokens = options.capacity_units().saturating_sub(taken.units) / unit;
-    let proportion = u128::from(options.max_tokens()) * u128::from(parts) / u128::from(RATE_PARTS);
-    let mut tokens = u64::try_from(proportion)
-        .unwrap_or(u64::MAX)
+    let fair_tokens = u128::from(options.max_tokens()) * u128::from(parts) / u128::from(RATE_PARTS);
+    let mut tokens = (fair_tokens.max(1) as u64)
         .min(free_tokens)
         .min(MAX_TOKENS_IN_BILLIONTHS);
+    // Parts in proportion to the capacity: a share rounded up to a whole token gets that
+    // token's refill, as far as it wants it and it is free.
+    let of_tokens =
+        u128::from(tokens) * u128::from(RATE_PARTS) / u128::from(options.max_tokens()).max(1);
+    let of_tokens = of_tokens.min(RATE_PARTS.into()) as u32;
+    let parts = if parts == 0 {
+        0
+    } else {
+        parts.max(of_tokens.min(wanted).min(free_parts))
+    };
     // The main bucket keeps a whole token while it keeps parts of the refill: without one,
     // its refill would be lost.
     if free_parts > parts && free_tokens == tokens {
         tokens = tokens.saturating_sub(1);
     }
-    if parts == 0 || tokens < MIN_SHARE_TOKENS.min(options.max_tokens()) {
+    if parts == 0 || tokens == 0 {
         return Term::default();
     }
     Term {
@@ -143,6 +157,11 @@ pub fn allocate(
 pub fn free_units(leases: &[Lease], options: &Options, from: Instant, until: Instant) -> u64 {
     let held = most_held(leases, options, from, until).units;
     options.capacity_units().saturating_sub(held)
+}
+
+/// The parts of the refill that `leases` leave free at every moment of `[from, until)`.
+pub fn free_parts(leases: &[Lease], options: &Options, from: Instant, until: Instant) -> u32 {
+    RATE_PARTS.saturating_sub(most_held(leases, options, from, until).parts)
 }
 
 /// The most that `leases` hold at any moment of `[from, until)`, capacity and parts each

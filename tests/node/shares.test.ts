@@ -37,13 +37,13 @@ describe('limitLeased with a rate: shares', () => {
 
   it('renews a share with a next term from the end of the current one, once', () => {
     const server = new RateLimiterServer({} as Ctx, {});
-    const id = server.limitLeased('k', 1, TEN, { rate: 6 }).lease!.id;
+    const id = server.limitLeased('k', 1, TEN, { rate: 2 }).lease!.id;
     at(500);
-    const renewed = server.limitLeased('k', 0, TEN, { rate: 6, renew: id }).lease!;
+    const renewed = server.limitLeased('k', 0, TEN, { rate: 2, renew: id }).lease!;
     expect(renewed.id).toBe(id);
     expect(renewed.ttl_ms).toBe(1_500);
-    // Half of 6 tokens/s, of a 10 tokens/s refill: 30% of it (rounded up to whole parts, so
-    // its period rounds down to 333,333,122 ns), and 3 of its 10 tokens.
+    // 1.5 x 2 tokens/s of a 10 tokens/s refill: 30% of it (rounded up to whole parts, so its
+    // period rounds down to 333,333,122 ns), and 3 of its 10 tokens.
     expect(renewed.share).toEqual({
       capacity: 3,
       refill_every_ns: 333_333_122,
