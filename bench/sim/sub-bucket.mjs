@@ -7,6 +7,7 @@
 //   node bench/sim/sub-bucket.mjs            # the table (seeded, about a second)
 //   node bench/sim/sub-bucket.mjs --periods 1000000 --seed 2
 
+import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { exponential, stream } from './random.mjs';
 
@@ -15,7 +16,8 @@ const RATIOS = [1, 1.25, 1.5, 2, 3, 5];
 
 /** Admitted / refilled over `periods` periods (time counted in periods). */
 export function admittedShare(capacity, ratio, periods, random) {
-  let tokens = capacity;
+  // Empty at the start, so that every token admitted came from the refill.
+  let tokens = 0;
   let since = 0; // when progress towards the next token started
   let admitted = 0;
   let t = 0;
@@ -57,4 +59,4 @@ function main() {
   }
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) main();
+if (import.meta.url === pathToFileURL(process.argv[1]).href) main();
