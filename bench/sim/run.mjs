@@ -5,7 +5,9 @@
 //
 //   node bench/sim/run.mjs                       the full sweep
 //   node bench/sim/run.mjs --modes request,leases --n 1,4 --demand 0.5,2 --rtt 50 --limit 10 --seconds 30 --seed 1
-//   node bench/sim/run.mjs --small               a few cells of every mode, for the test suite
+//   node bench/sim/run.mjs --small               a few cells of every mode, for the test suite, checked
+//                                                against their recorded figures (recorded.mjs)
+//   node bench/sim/run.mjs --small --record      the same, recording their figures instead
 //   node bench/sim/run.mjs --selftest            only the checker and event-loop self-test
 //   node bench/sim/run.mjs --plan                the cells, their durations and an estimate, no run
 //
@@ -18,6 +20,7 @@ import { fileURLToPath } from 'node:url';
 import { floorCallsPerSecond } from './floor.mjs';
 import { MODES } from './modes.mjs';
 import { loadPackage } from './package.mjs';
+import { RECORDED_FILE, readRecorded, regressions, writeRecorded } from './recorded.mjs';
 import { selftest } from './selftest.mjs';
 import { simulateCell } from './simulate.mjs';
 
@@ -88,7 +91,7 @@ const SMALL_CELLS = [
 function usage(message) {
   if (message) console.error(`run.mjs: ${message}`);
   console.error(
-    'usage: node bench/sim/run.mjs [--small | --selftest | --plan] [--modes a,b] [--n 1,4] [--demand 0.5,2]\n' +
+    'usage: node bench/sim/run.mjs [--small [--record] | --selftest | --plan] [--modes a,b] [--n 1,4] [--demand 0.5,2]\n' +
       '  [--rtt 50] [--limit 10,1000 | M/S] [--split even,zipf] [--seconds 30] [--min-seconds 10]\n' +
       '  [--budget 30000000] [--seed 1] [--skew ms] [--jitter 0.1] [--evict 0.01] [--pkg dir] [--json file]\n' +
       '  [--fail share] [--lose share] [--drift ppm] [--service us] [--jobs 1]',
@@ -97,7 +100,7 @@ function usage(message) {
 }
 
 function parseArgs(argv) {
-  const options = { ...DEFAULTS, small: false, selftest: false, plan: false };
+  const options = { ...DEFAULTS, small: false, record: false, selftest: false, plan: false };
   const list = (text) => text.split(',').map((s) => s.trim()).filter(Boolean);
   const numbers = (text, name) =>
     list(text).map((s) => {
@@ -110,6 +113,7 @@ function parseArgs(argv) {
     const value = () => (i + 1 < argv.length ? argv[++i] : usage(`${flag} needs a value`));
     switch (flag) {
       case '--small': options.small = true; break;
+      case '--record': options.record = true; break;
       case '--selftest': options.selftest = true; break;
       case '--plan': options.plan = true; break;
       case '--modes': options.modes = list(value()); break;
@@ -143,6 +147,7 @@ function parseArgs(argv) {
   if (!(Number.isInteger(options.jobs) && options.jobs >= 1)) usage(`--jobs: ${options.jobs} is not a whole number >= 1`);
   for (const name of ['fail', 'lose']) if (!(options[name] >= 0 && options[name] <= 1)) usage(`--${name}: ${options[name]} is not a share in [0, 1]`);
   for (const name of ['drift', 'service']) if (!(options[name] >= 0)) usage(`--${name}: ${options[name]} is negative`);
+  if (options.record && !options.small) usage('--record records the figures of --small only');
   if (options.small && options.json === DEFAULTS.json) options.json = join(ROOT, 'bench', 'out', 'sim-small.json');
   return options;
 }
@@ -366,7 +371,7 @@ async function main() {
   const wall = (performance.now() - started) / 1000;
 
   mkdirSync(dirname(options.json), { recursive: true });
-  const { pkg: _pkg, json: _json, ...recorded } = options;
+  const { pkg: _pkg, json: _json, record: _record, ...recorded } = options;
   writeFileSync(
     options.json,
     JSON.stringify(
@@ -386,6 +391,14 @@ async function main() {
   );
   console.log(`wrote ${relative(process.cwd(), options.json)} (${fmt(wall, 3)} s wall)`);
   if (failed > 0) console.log(`sim: ${failed} cell(s) FAILED: a window above its bound, a late decision, or a decision that threw`);
+  if (options.small && options.record) {
+    writeRecorded(results);
+    console.log(`sim: recorded the figures of ${results.length} cells in ${relative(process.cwd(), RECORDED_FILE)}`);
+  } else if (options.small) {
+    const worse = regressions(results, readRecorded());
+    for (const line of worse) console.log(`sim: regression: ${line}`);
+    if (worse.length > 0) failed += 1;
+  }
   console.log(`sim: ${checked} cells checked`);
   if (failed > 0) process.exit(1);
 }

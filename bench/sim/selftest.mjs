@@ -6,6 +6,7 @@ import { BoundMonitor, checkBound, checkBoundByBruteForce } from './check.mjs';
 import { EventQueue } from './heap.mjs';
 import { MODES } from './modes.mjs';
 import { splitmix32 } from './random.mjs';
+import { figuresOf, regressions } from './recorded.mjs';
 import { engineNanos, objectMs, simulateCell } from './simulate.mjs';
 
 export async function selftest(lib, log = console.log) {
@@ -164,6 +165,25 @@ export async function selftest(lib, log = console.log) {
   const second = await simulateCell(cell, lib, MODES);
   expect(strip(first) === strip(second), 'the same seed gave two different runs');
   expect(first.evictions > 0, 'the reproducibility cell had no eviction');
+
+  // 6. The regression check of --small: more than half again the recorded calls fails, the
+  // default mode below 0.9 at overload fails; other modes, cells with faults and missing
+  // records are told apart.
+  const base = { isolates: 4, demand: 10, split: 'even', rttMs: 50, maxTokens: 10, refillSeconds: 0.1, evictPerSecond: 0.01, seed: 1 };
+  const was = [
+    { ...base, mode: 'leases', efficiency: 0.99, callsPerSecond: 20 },
+    { ...base, mode: 'shares', efficiency: 0.95, callsPerSecond: 2 },
+    { ...base, mode: 'leases', failShare: 0.05, efficiency: 0.7, callsPerSecond: 20 },
+  ];
+  const recorded = figuresOf(was);
+  const now = (changes) => was.map((c, k) => ({ ...c, ...(changes[k] ?? {}) }));
+  expect(regressions(was, recorded).length === 0, 'the recorded figures themselves fail the regression check');
+  expect(regressions(now([{ callsPerSecond: 30 }]), recorded).length === 0, 'calls 1.5x the recorded ones failed');
+  expect(regressions(now([{ callsPerSecond: 31 }]), recorded).length === 1, 'calls 1.55x the recorded ones passed');
+  expect(regressions(now([{ efficiency: 0.89 }]), recorded).length === 1, 'the default mode at 0.89 at overload passed');
+  expect(regressions(now([{}, { efficiency: 0.5 }]), recorded).length === 0, 'the floor applied to a mode other than the default');
+  expect(regressions(now([{}, {}, { efficiency: 0.5 }]), recorded).length === 0, 'the floor applied to a cell with faults');
+  expect(regressions([was[0]], {}).length === 1, 'a cell without recorded figures passed');
 
   log(`selftest: checker ${agreed}/400 random sequences agree with brute force; ${failures.length} failure(s)`);
   for (const failure of failures) log(`selftest FAILED: ${failure}`);
