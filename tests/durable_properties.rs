@@ -14,10 +14,10 @@ mod shared;
 
 use proptest::prelude::*;
 use rate_limiter::engine::{
-    gate_snapshot, Cost, GatePolicy, Instant, KeyedSnapshot, Lease, Limiter, OptionsPatch, Request,
-    Settlement, StoredSnapshot,
+    gate_snapshot, Cost, GatePolicy, Instant, KeyedSnapshot, Lease, Limiter, OptionsPatch,
+    StoredSnapshot,
 };
-use shared::{cost, patch};
+use shared::{cost, keys_of, patch, requests, Granted};
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -242,10 +242,7 @@ proptest! {
         let mut memory = Limiter::new(99);
         let mut durable = Durable::new();
         let mut now_ms = START_MS;
-        // The last lease each limiter granted per key (ids differ: each has its own).
-        let mut leases: [HashMap<u8, Lease>; 2] = [HashMap::new(), HashMap::new()];
-        // The permit ids each side granted per key, in order (each side has its own ids).
-        let mut permits: [HashMap<u8, Vec<u64>>; 2] = [HashMap::new(), HashMap::new()];
+        let mut granted = Granted::default();
         for op in ops {
             let now = Instant::from_millis(now_ms);
             durable.load_blocks(now);
@@ -285,17 +282,8 @@ proptest! {
                     prop_assert_eq!(d, memory.limit(&k, c, policy, now).unwrap());
                 }
                 Op::LimitAll { keys } => {
-                    let mut keys = keys;
-                    keys.sort_by_key(|(k, _)| *k);
-                    keys.dedup_by_key(|(k, _)| *k);
-                    let owned: Vec<(Vec<u8>, Cost)> = keys
-                        .iter()
-                        .map(|(k, c)| (key_bytes(*k), Cost::new(*c).unwrap()))
-                        .collect();
-                    let requests: Vec<Request<'_>> = owned
-                        .iter()
-                        .map(|(key, cost)| Request { key, cost: *cost, policy: None, shadow: false, penalty: None })
-                        .collect();
+                    let owned = keys_of(&keys, key_bytes);
+                    let requests = requests(&owned);
                     for (k, _) in &owned {
                         durable.load(k, now);
                     }
@@ -312,24 +300,15 @@ proptest! {
                 Op::Lease { key, cost, want, used } => {
                     let (k, c) = (key_bytes(key), Cost::new(cost).unwrap());
                     let want = Cost::new(f64::from(want)).unwrap();
-                    let mut settle = |side: usize| {
-                        let used = Cost::new(f64::from(used?)).unwrap();
-                        let lease = leases[side].remove(&key)?;
-                        Some(Settlement { id: lease.id, used, left: None })
-                    };
-                    let (settle_d, settle_m) = (settle(0), settle(1));
+                    let (settle_d, settle_m) = (granted.settlement(0, key, used), granted.settlement(1, key, used));
                     durable.load(&k, now);
                     let d = durable.limiter.limit_leased(&k, c, None, settle_d, want, now).unwrap();
                     durable.save(&k);
                     let m = memory.limit_leased(&k, c, None, settle_m, want, now).unwrap();
                     prop_assert_eq!(d.decision, m.decision);
-                    let granted = |l: Option<Lease>| l.map(|l| (l.billionths, l.expires_at));
-                    prop_assert_eq!(granted(d.lease), granted(m.lease));
-                    for (side, lease) in [(0, d.lease), (1, m.lease)] {
-                        if let Some(lease) = lease {
-                            leases[side].insert(key, lease);
-                        }
-                    }
+                    let terms = |l: Option<Lease>| l.map(|l| (l.billionths, l.expires_at));
+                    prop_assert_eq!(terms(d.lease), terms(m.lease));
+                    granted.leased(key, [d.lease, m.lease]);
                 }
                 Op::Refund { key, tokens } => {
                     let (k, t) = (key_bytes(key), Cost::new(tokens).unwrap());
@@ -348,19 +327,11 @@ proptest! {
                     }
                     let m = memory.acquire(&k, cost.into(), policy, now);
                     prop_assert_eq!((d.allowed, d.in_flight, d.ttl_ms, d.retry_after_ms), (m.allowed, m.in_flight, m.ttl_ms, m.retry_after_ms));
-                    for (side, id) in [(0, d.id), (1, m.id)] {
-                        if let Some(id) = id {
-                            permits[side].entry(key).or_default().push(id);
-                        }
-                    }
+                    granted.permitted(key, [d.id, m.id]);
                 }
                 Op::Release { key, nth } => {
                     let k = key_bytes(key);
-                    let nth = usize::from(nth);
-                    let (Some(d_id), Some(m_id)) = (
-                        permits[0].get(&key).and_then(|ids| ids.get(nth)).copied(),
-                        permits[1].get(&key).and_then(|ids| ids.get(nth)).copied(),
-                    ) else {
+                    let Some((d_id, m_id)) = granted.permit(key, nth) else {
                         continue;
                     };
                     durable.load_gate(&k, now);

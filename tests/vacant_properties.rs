@@ -5,15 +5,13 @@
 //! limiter that was kept. And a limiter left alone long enough always comes to hold nothing,
 //! so no limiter stays in memory for ever.
 
-use std::collections::HashMap;
-
 mod shared;
 
 use proptest::prelude::*;
 use rate_limiter::engine::{
-    Cost, GatePolicy, Instant, Lease, LeaseAsk, Limiter, OptionsPatch, Request, Settlement,
+    Cost, GatePolicy, Instant, Lease, LeaseAsk, Limiter, OptionsPatch, Request,
 };
-use shared::{cost, patch};
+use shared::{cost, keys_of, patch, requests, Granted};
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -132,9 +130,7 @@ proptest! {
         let mut seed = 5;
         let mut renewals = 0;
         let mut now_ms = START_MS;
-        // Per side: the last lease granted per key, and the permit ids granted per key.
-        let mut leases: [HashMap<u8, Lease>; 2] = [HashMap::new(), HashMap::new()];
-        let mut permits: [HashMap<u8, Vec<u64>>; 2] = [HashMap::new(), HashMap::new()];
+        let mut granted = Granted::default();
         for op in ops {
             let now = Instant::from_millis(now_ms);
             match op {
@@ -164,17 +160,8 @@ proptest! {
                     prop_assert_eq!(r.ok(), m.ok());
                 }
                 Op::LimitAll { keys } => {
-                    let mut keys = keys;
-                    keys.sort_by_key(|(k, _)| *k);
-                    keys.dedup_by_key(|(k, _)| *k);
-                    let owned: Vec<(Vec<u8>, Cost)> = keys
-                        .iter()
-                        .map(|(k, c)| (key_bytes(*k), Cost::new(*c).unwrap()))
-                        .collect();
-                    let requests: Vec<Request<'_>> = owned
-                        .iter()
-                        .map(|(key, cost)| Request { key, cost: *cost, policy: None, shadow: false, penalty: None })
-                        .collect();
+                    let owned = keys_of(&keys, key_bytes);
+                    let requests = requests(&owned);
                     prop_assert_eq!(renewable.limit_all(&requests, now).unwrap(), kept.limit_all(&requests, now).unwrap());
                 }
                 Op::SetOptions(patch) => {
@@ -183,23 +170,14 @@ proptest! {
                 Op::Lease { key, cost, want, used, rate } => {
                     let (k, c) = (key_bytes(key), Cost::new(cost).unwrap());
                     let want = Cost::new(f64::from(want)).unwrap();
-                    let mut settle = |side: usize| {
-                        let used = Cost::new(f64::from(used?)).unwrap();
-                        let lease = leases[side].remove(&key)?;
-                        Some(Settlement { id: lease.id, used, left: None })
-                    };
-                    let (settle_r, settle_k) = (settle(0), settle(1));
+                    let (settle_r, settle_k) = (granted.settlement(0, key, used), granted.settlement(1, key, used));
                     let ask = LeaseAsk { want, rate: f64::from(rate), renew: None };
                     let r = renewable.limit_shared(&k, c, None, settle_r, ask, now).unwrap();
                     let m = kept.limit_shared(&k, c, None, settle_k, ask, now).unwrap();
                     prop_assert_eq!(r.decision, m.decision);
-                    let granted = |l: Option<Lease>| l.map(|l| (l.billionths, l.parts, l.expires_at, l.ends_at()));
-                    prop_assert_eq!(granted(r.lease), granted(m.lease));
-                    for (side, lease) in [(0, r.lease), (1, m.lease)] {
-                        if let Some(lease) = lease {
-                            leases[side].insert(key, lease);
-                        }
-                    }
+                    let terms = |l: Option<Lease>| l.map(|l| (l.billionths, l.parts, l.expires_at, l.ends_at()));
+                    prop_assert_eq!(terms(r.lease), terms(m.lease));
+                    granted.leased(key, [r.lease, m.lease]);
                 }
                 Op::Refund { key, tokens } => {
                     let (k, t) = (key_bytes(key), Cost::new(tokens).unwrap());
@@ -212,19 +190,11 @@ proptest! {
                     let r = renewable.acquire(&k, cost.into(), policy, now);
                     let m = kept.acquire(&k, cost.into(), policy, now);
                     prop_assert_eq!((r.allowed, r.in_flight, r.ttl_ms, r.retry_after_ms), (m.allowed, m.in_flight, m.ttl_ms, m.retry_after_ms));
-                    for (side, id) in [(0, r.id), (1, m.id)] {
-                        if let Some(id) = id {
-                            permits[side].entry(key).or_default().push(id);
-                        }
-                    }
+                    granted.permitted(key, [r.id, m.id]);
                 }
                 Op::Release { key, nth } => {
                     let k = key_bytes(key);
-                    let nth = usize::from(nth);
-                    let (Some(r_id), Some(m_id)) = (
-                        permits[0].get(&key).and_then(|ids| ids.get(nth)).copied(),
-                        permits[1].get(&key).and_then(|ids| ids.get(nth)).copied(),
-                    ) else {
+                    let Some((r_id, m_id)) = granted.permit(key, nth) else {
                         continue;
                     };
                     prop_assert_eq!(renewable.release(&k, r_id, now), kept.release(&k, m_id, now));

@@ -13,6 +13,9 @@ const T0 = Date.UTC(2026, 3, 1);
 const at = (ms: number) => vi.setSystemTime(T0 + ms);
 const request = (ip: string) => new Request('https://example.com/api', { headers: { 'CF-Connecting-IP': ip } });
 const ok = async () => new Response('ok');
+/** One request from `ip` through `handler` (a middleware-wrapped fetch), with a fresh context. */
+const send = (handler: ReturnType<ReturnType<typeof rateLimit>>, ip: string) =>
+  handler(request(ip), env, collectingContext().context);
 
 beforeEach(() => {
   vi.useFakeTimers();
@@ -83,12 +86,12 @@ describe('a block', () => {
     const ip = '192.0.2.101';
     await limiter(ip).block('login', 900);
     const fetch = rateLimit({ binding: 'LIMITER', policy })(ok);
-    const denied = await fetch(request(ip), env, collectingContext().context);
+    const denied = await send(fetch, ip);
     expect(denied.headers.get('Retry-After')).toBe('900');
     expect(denied.headers.get('RateLimit')).toBe('"login";r=0;t=900');
     await expectNoHeaderSaysRetryNow(denied, 1);
     at(100_000);
-    const later = await fetch(request(ip), env, collectingContext().context);
+    const later = await send(fetch, ip);
     expect(later.headers.get('RateLimit')).toBe('"login";r=0;t=800');
     await expectNoHeaderSaysRetryNow(later, 1);
   });
@@ -98,10 +101,10 @@ describe('a block', () => {
     await limiter(ip).block('login', 900);
     const local = new LocalLimits();
     const fetch = rateLimit({ binding: 'LIMITER', policy, local })(ok);
-    await expectNoHeaderSaysRetryNow(await fetch(request(ip), env, collectingContext().context), 1);
+    await expectNoHeaderSaysRetryNow(await send(fetch, ip), 1);
     const answers = local.localAnswers;
     at(300_000);
-    const held = await fetch(request(ip), env, collectingContext().context);
+    const held = await send(fetch, ip);
     expect(local.localAnswers).toBe(answers + 1);
     expect(held.headers.get('X-RateLimit-Reset')).toBe('600');
     await expectNoHeaderSaysRetryNow(held, 1);
@@ -113,7 +116,7 @@ describe('a block', () => {
     const fetch = rateLimit({ binding: 'LIMITER', policy, local: true, cost: 2, legacyHeaders: false })(ok);
     for (const ms of [0, 1_000, 119_001]) {
       at(ms);
-      const denied = await fetch(request(ip), env, collectingContext().context);
+      const denied = await send(fetch, ip);
       expect(denied.headers.get('X-RateLimit-Remaining')).toBeNull();
       await expectNoHeaderSaysRetryNow(denied, 2);
     }
@@ -124,7 +127,7 @@ describe('a block', () => {
     await limiter(ip).block('login', 900);
     const global = { name: 'global', max_tokens: 100, refill_every_seconds: 1 };
     const fetch = rateLimit({ binding: 'LIMITER', policy: [policy, global] })(ok);
-    const denied = await fetch(request(ip), env, collectingContext().context);
+    const denied = await send(fetch, ip);
     expect(denied.headers.get('RateLimit')).toBe('"login";r=0;t=900, "global";r=100;t=0');
     expect(denied.headers.get('X-RateLimit-Limit')).toBe('5');
     await expectNoHeaderSaysRetryNow(denied, 1);
@@ -138,7 +141,7 @@ describe('a block', () => {
       policy,
       denied: () => new Response('go away', { status: 429 }),
     })(ok);
-    await expectNoHeaderSaysRetryNow(await fetch(request(ip), env, collectingContext().context), 1, ['login']);
+    await expectNoHeaderSaysRetryNow(await send(fetch, ip), 1, ['login']);
   });
 
   it('rateLimitHeaders on the decision of a blocked key, made directly', async () => {
@@ -223,8 +226,8 @@ describe('a rate denial', () => {
   it('a cost above the tokens left waits for all it needs, and t says so', async () => {
     const ip = '192.0.2.121';
     const fetch = rateLimit({ binding: 'LIMITER', policy: { name: 'api', max_tokens: 5, refill_every_seconds: 60 }, cost: 4 })(ok);
-    expect((await fetch(request(ip), env, collectingContext().context)).status).toBe(200);
-    const denied = await fetch(request(ip), env, collectingContext().context);
+    expect((await send(fetch, ip)).status).toBe(200);
+    const denied = await send(fetch, ip);
     // One token left; three more come in 180 s, the next one in 60 s.
     expect(denied.headers.get('Retry-After')).toBe('180');
     await expectNoHeaderSaysRetryNow(denied, 4);
@@ -234,11 +237,11 @@ describe('a rate denial', () => {
     const ip = '192.0.2.122';
     const local = new LocalLimits();
     const fetch = rateLimit({ binding: 'LIMITER', policy: { name: 'api', max_tokens: 5, refill_every_seconds: 60 }, cost: 4, local })(ok);
-    expect((await fetch(request(ip), env, collectingContext().context)).status).toBe(200);
-    await expectNoHeaderSaysRetryNow(await fetch(request(ip), env, collectingContext().context), 4);
+    expect((await send(fetch, ip)).status).toBe(200);
+    await expectNoHeaderSaysRetryNow(await send(fetch, ip), 4);
     const answers = local.localAnswers;
     at(50_000);
-    const held = await fetch(request(ip), env, collectingContext().context);
+    const held = await send(fetch, ip);
     expect(local.localAnswers).toBe(answers + 1);
     expect(held.headers.get('Retry-After')).toBe('130');
     await expectNoHeaderSaysRetryNow(held, 4);
@@ -254,8 +257,8 @@ describe('a rate denial', () => {
       ],
       cost: 2,
     })(ok);
-    expect((await fetch(request(ip), env, collectingContext().context)).status).toBe(200);
-    const denied = await fetch(request(ip), env, collectingContext().context);
+    expect((await send(fetch, ip)).status).toBe(200);
+    const denied = await send(fetch, ip);
     expect(denied.headers.get('RateLimit')).toBe('"burst";r=0;t=10, "daily";r=98;t=864');
     await expectNoHeaderSaysRetryNow(denied, 2);
   });
@@ -267,24 +270,24 @@ describe('a penalty', () => {
   it('the request that goes over is told the whole block, and so is every one after it', async () => {
     const ip = '192.0.2.131';
     const fetch = rateLimit({ binding: 'LIMITER', policy })(ok);
-    for (let i = 0; i < 2; i++) expect((await fetch(request(ip), env, collectingContext().context)).status).toBe(200);
-    const over = await fetch(request(ip), env, collectingContext().context);
+    for (let i = 0; i < 2; i++) expect((await send(fetch, ip)).status).toBe(200);
+    const over = await send(fetch, ip);
     expect(over.headers.get('RateLimit')).toBe('"login";r=0;t=300');
     await expectNoHeaderSaysRetryNow(over, 1);
     // Both tokens are back, the block is not over.
     at(120_000);
-    await expectNoHeaderSaysRetryNow(await fetch(request(ip), env, collectingContext().context), 1);
+    await expectNoHeaderSaysRetryNow(await send(fetch, ip), 1);
   });
 
   it('with local, the request that goes over and the held ones after it', async () => {
     const ip = '192.0.2.132';
     const local = new LocalLimits();
     const fetch = rateLimit({ binding: 'LIMITER', policy, local })(ok);
-    for (let i = 0; i < 2; i++) expect((await fetch(request(ip), env, collectingContext().context)).status).toBe(200);
-    await expectNoHeaderSaysRetryNow(await fetch(request(ip), env, collectingContext().context), 1);
+    for (let i = 0; i < 2; i++) expect((await send(fetch, ip)).status).toBe(200);
+    await expectNoHeaderSaysRetryNow(await send(fetch, ip), 1);
     const answers = local.localAnswers;
     at(120_000);
-    const held = await fetch(request(ip), env, collectingContext().context);
+    const held = await send(fetch, ip);
     expect(local.localAnswers).toBe(answers + 1);
     expect(held.headers.get('Retry-After')).toBe('180');
     await expectNoHeaderSaysRetryNow(held, 1);
@@ -300,8 +303,8 @@ describe('a penalty', () => {
         { name: 'trial', max_tokens: 1, refill_every_seconds: 3_600, shadow: true },
       ],
     })(ok);
-    for (let i = 0; i < 2; i++) expect((await fetch(request(ip), env, collectingContext().context)).status).toBe(200);
-    const over = await fetch(request(ip), env, collectingContext().context);
+    for (let i = 0; i < 2; i++) expect((await send(fetch, ip)).status).toBe(200);
+    const over = await send(fetch, ip);
     expect(over.headers.get('RateLimit')).toBe('"login";r=0;t=300, "global";r=98;t=1');
     await expectNoHeaderSaysRetryNow(over, 1);
   });
@@ -311,14 +314,14 @@ describe('a penalty', () => {
     const fetch = rateLimit({ binding: 'LIMITER', policy, shadow: true })(ok);
     const statuses = [];
     for (let i = 0; i < 3; i++) {
-      const response = await fetch(request(ip), env, collectingContext().context);
+      const response = await send(fetch, ip);
       statuses.push(response.status);
       expect([...response.headers.keys()].filter((name) => /ratelimit|retry-after/i.test(name))).toEqual([]);
     }
     expect(statuses).toEqual([200, 200, 200]);
     // It did block the key: the same policy enforced is denied for the block's time left.
     at(60_000);
-    const enforced = await rateLimit({ binding: 'LIMITER', policy })(ok)(request(ip), env, collectingContext().context);
+    const enforced = await send(rateLimit({ binding: 'LIMITER', policy })(ok), ip);
     expect(enforced.headers.get('Retry-After')).toBe('240');
     await expectNoHeaderSaysRetryNow(enforced, 1);
   });
