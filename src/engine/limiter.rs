@@ -221,8 +221,26 @@ impl Limiter {
         policy: Option<OptionsPatch>,
         now: Instant,
     ) -> Result<Decision, Error> {
-        self.limit_leased(key, cost, policy, None, Cost::ZERO, now)
-            .map(|d| d.decision)
+        // `limit_shared` without a settle or an ask, which grants nothing: the path of every
+        // request that reaches the object without local decisions, kept short.
+        let given = policy.is_some();
+        let policy = self.resolve(policy)?;
+        let blocked = self.blocked_until(key, now);
+        let view = self.view(key, policy, now);
+        let outcome = match blocked {
+            Some(_) => Err(()),
+            None => take(view.current, cost, &view.options, now),
+        };
+        let state = outcome.unwrap_or(view.current);
+        // A denied call without a policy changes nothing, like a denied `consume`.
+        if outcome.is_ok() || given {
+            self.commit(key, view.at, state, view.policy, now);
+        }
+        let mut decision = self.decision(outcome.is_ok(), state, cost, &view, now);
+        if let Some(end) = blocked {
+            decision.retry_after_ms = after_block(decision.retry_after_ms, end, now);
+        }
+        Ok(decision)
     }
 
     /// `limit` for a holder that spends tokens locally: first settles the holder's previous

@@ -1,7 +1,7 @@
 //! A key's bucket as one call sees it: the stored bucket brought up to now beside its live
 //! leases (a [`View`]), and what the call leaves committed back to the store.
 
-use super::bucket::{convert, refill_every, Bucket};
+use super::bucket::{convert, refill, refill_every, Bucket};
 use super::lease::Lease;
 use super::limiter::Limiter;
 use super::options::Options;
@@ -39,14 +39,15 @@ impl Limiter {
     /// then sees it under `policy` if the call gives one: tokens clamp to the new capacity
     /// and progress since the last refill counts in the new interval.
     pub(super) fn view(&mut self, key: &[u8], policy: Option<Options>, now: Instant) -> View {
+        // A key without leases (nearly every key, and every key while no lease is out
+        // anywhere) pays nothing for them.
+        if self.leases.is_empty() || self.leases.of(key).is_empty() {
+            return self.view_without_leases(key, policy, now);
+        }
+        let leases = self.leases.of(key).to_vec();
         let mut remembered = None;
         let mut current = None;
         let mut stored_at = None;
-        let leases = if self.leases.is_empty() {
-            Vec::new()
-        } else {
-            self.leases.of(key).to_vec()
-        };
         if let Some((at, (bucket, own))) = self
             .store
             .position(key)
@@ -114,6 +115,42 @@ impl Limiter {
             leased,
             last_expiry: live.iter().map(Lease::ends_at).max(),
             live,
+        }
+    }
+
+    /// [`view`](Self::view) of a key without leases: its bucket refilled as one bucket.
+    fn view_without_leases(&mut self, key: &[u8], policy: Option<Options>, now: Instant) -> View {
+        let mut remembered = None;
+        let mut current = None;
+        let mut stored_at = None;
+        if let Some((at, (bucket, own))) = self
+            .store
+            .position(key)
+            .and_then(|at| Some((at, self.store.get(at)?)))
+        {
+            match refill(Some(bucket), own.as_ref().unwrap_or(&self.options), now) {
+                Some(refilled) => {
+                    remembered = own;
+                    current = Some(refilled);
+                    stored_at = Some(at);
+                }
+                None => self.store.remove(at),
+            }
+        }
+        let before = remembered.unwrap_or(self.options);
+        let options = policy.unwrap_or(before);
+        if policy.is_some() && options != before {
+            current = convert(current, &before, &options);
+        }
+        View {
+            at: stored_at,
+            current: refill(current, &options, now),
+            options,
+            policy: policy.or(remembered),
+            remembered: policy.is_none() && remembered.is_some(),
+            leased: 0,
+            last_expiry: None,
+            live: Vec::new(),
         }
     }
 
