@@ -38,12 +38,20 @@ impl Limiter {
     /// bucket that became full, together with its policy),
     /// then sees it under `policy` if the call gives one: tokens clamp to the new capacity
     /// and progress since the last refill counts in the new interval.
+    #[inline]
     pub(super) fn view(&mut self, key: &[u8], policy: Option<Options>, now: Instant) -> View {
         // A key without leases (nearly every key, and every key while no lease is out
         // anywhere) pays nothing for them.
         if self.leases.is_empty() || self.leases.of(key).is_empty() {
             return self.view_without_leases(key, policy, now);
         }
+        self.view_with_leases(key, policy, now)
+    }
+
+    /// [`view`](Self::view) of a key with leases: its bucket brought through every change of
+    /// what they hold.
+    #[inline(never)]
+    fn view_with_leases(&mut self, key: &[u8], policy: Option<Options>, now: Instant) -> View {
         let leases = self.leases.of(key).to_vec();
         let mut remembered = None;
         let mut current = None;
@@ -119,6 +127,7 @@ impl Limiter {
     }
 
     /// [`view`](Self::view) of a key without leases: its bucket refilled as one bucket.
+    #[inline(always)]
     fn view_without_leases(&mut self, key: &[u8], policy: Option<Options>, now: Instant) -> View {
         let mut remembered = None;
         let mut current = None;
