@@ -194,13 +194,6 @@ impl Store {
             .map(|&i| i as usize)
     }
 
-    /// Marks the bucket at `position` as having leases out (or no longer).
-    pub fn set_leased(&mut self, position: usize, leased: bool) {
-        if let Some(slot) = self.slots.get_mut(position) {
-            slot.leased = leased;
-        }
-    }
-
     /// Every stored key with its bucket and its own policy, if it has one.
     pub fn entries(&self) -> impl Iterator<Item = (&[u8], Bucket, Option<Options>)> {
         self.slots
@@ -222,7 +215,7 @@ impl Store {
         Some((slot.bucket, self.policies.get(slot.policy)))
     }
 
-    pub fn set(&mut self, position: usize, bucket: Bucket, policy: Option<Options>) {
+    pub fn set(&mut self, position: usize, bucket: Bucket, policy: Option<Options>, leased: bool) {
         let Some(old) = self.slots.get(position).map(|s| s.policy) else {
             return;
         };
@@ -235,12 +228,13 @@ impl Store {
         if let Some(slot) = self.slots.get_mut(position) {
             slot.bucket = bucket;
             slot.policy = new;
+            slot.leased = leased;
         }
     }
 
     /// Stores a bucket for a key that has none, then sweeps a little. `options` are the
     /// instance options, for the buckets that have no policy of their own; `leased`: the
-    /// key has leases out (see [`Store::set_leased`]).
+    /// key has leases out (the sweep must keep its bucket, which only looks full).
     pub fn insert(
         &mut self,
         key: &[u8],

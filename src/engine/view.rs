@@ -193,8 +193,7 @@ impl Limiter {
         };
         match (at, next) {
             (Some(at), Some(bucket)) => {
-                self.store.set(at, bucket, policy);
-                self.store.set_leased(at, leased);
+                self.store.set(at, bucket, policy, leased);
             }
             (Some(at), None) => self.store.remove(at),
             (None, Some(bucket)) => {
