@@ -42,52 +42,18 @@ pub struct Status {
 /// and move `last_refill` by exactly `k` intervals (sub-interval progress is kept); if that
 /// reaches capacity the bucket is full (`None`). A clock that went back adds nothing.
 pub fn refill(stored: Option<Bucket>, options: &Options, now: Instant) -> Option<Bucket> {
-    refill_leased(stored, 0, options, now)
+    refill_by(stored, options.interval_nanos(), options, now)
 }
 
-/// [`refill`] for a bucket of which `leased` units are out on leases. Leased tokens count as
-/// still in the bucket: refill stops when the tokens in it and the leased ones together
-/// reach capacity, and a bucket stopped there banks no progress (like a full one), so its
-/// refill clock starts again at `now`. Such a bucket is never full (`None`) while leases are
-/// out: its units are the ones not leased.
-pub fn refill_leased(
+/// [`refill`] with a token every `period` nanoseconds.
+#[inline(always)]
+fn refill_by(
     stored: Option<Bucket>,
-    leased: u64,
-    options: &Options,
-    now: Instant,
-) -> Option<Bucket> {
-    refill_every(stored, leased, Some(options.interval_nanos()), options, now)
-}
-
-/// [`refill_leased`] for a bucket that gains a token every `period` nanoseconds instead of
-/// every interval (part of its refill is out on shares), or never (`None`).
-pub fn refill_every(
-    stored: Option<Bucket>,
-    leased: u64,
-    period: Option<u128>,
+    period: u128,
     options: &Options,
     now: Instant,
 ) -> Option<Bucket> {
     let bucket = stored?;
-    if leased > 0 {
-        let room = options.capacity_units().saturating_sub(leased);
-        let refilled = refill_every(Some(bucket), 0, period, options, now);
-        return Some(match refilled {
-            Some(b) if b.units < room && bucket.units < room => b,
-            // At capacity with the leased tokens, now or at the last change: no progress.
-            _ => Bucket {
-                units: bucket
-                    .units
-                    .max(refilled.map_or(room, |b| b.units))
-                    .min(room),
-                last_refill: now,
-            },
-        });
-    }
-    let Some(period) = period else {
-        // No refill at all: progress stands still.
-        return (bucket.units < options.capacity_units()).then_some(bucket);
-    };
     let elapsed = now.saturating_since(bucket.last_refill);
     if u128::from(elapsed) < period {
         // The common case of a busy key: no division needed.
@@ -106,6 +72,42 @@ pub fn refill_every(
         units,
         // k * period <= the elapsed time, so this cannot overflow.
         last_refill: bucket.last_refill.saturating_add(k * period),
+    })
+}
+
+/// [`refill`] for a bucket of which `leased` units are out on leases, and that gains a token
+/// every `period` nanoseconds (part of its refill is out on shares), or never (`None`).
+/// Leased tokens count as still in the bucket: refill stops when the tokens in it and the
+/// leased ones together reach capacity, and a bucket stopped there banks no progress (like a
+/// full one), so its refill clock starts again at `now`. Such a bucket is never full (`None`)
+/// while leases are out: its units are the ones not leased.
+pub fn refill_every(
+    stored: Option<Bucket>,
+    leased: u64,
+    period: Option<u128>,
+    options: &Options,
+    now: Instant,
+) -> Option<Bucket> {
+    let bucket = stored?;
+    let refilled = match period {
+        Some(period) => refill_by(Some(bucket), period, options, now),
+        // No refill at all: progress stands still.
+        None => (bucket.units < options.capacity_units()).then_some(bucket),
+    };
+    if leased == 0 {
+        return refilled;
+    }
+    let room = options.capacity_units().saturating_sub(leased);
+    Some(match refilled {
+        Some(b) if b.units < room && bucket.units < room => b,
+        // At capacity with the leased tokens, now or at the last change: no progress.
+        _ => Bucket {
+            units: bucket
+                .units
+                .max(refilled.map_or(room, |b| b.units))
+                .min(room),
+            last_refill: now,
+        },
     })
 }
 
