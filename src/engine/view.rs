@@ -8,6 +8,15 @@ use super::options::Options;
 use super::share::{main_period, out_at, refill_through_leases};
 use super::time::Instant;
 
+/// A key's bucket without leases as it stands at `now` under the options a call uses.
+pub(super) struct PlainView {
+    pub(super) at: Option<usize>,
+    pub(super) current: Option<Bucket>,
+    pub(super) options: Options,
+    pub(super) policy: Option<Options>,
+    pub(super) remembered: bool,
+}
+
 /// A key's bucket as it stands at `now` under the options a call uses.
 pub(super) struct View {
     /// Where the key's bucket is stored, if it still is after refilling.
@@ -129,6 +138,29 @@ impl Limiter {
     /// [`view`](Self::view) of a key without leases: its bucket refilled as one bucket.
     #[inline(always)]
     fn view_without_leases(&mut self, key: &[u8], policy: Option<Options>, now: Instant) -> View {
+        let plain = self.plain_view(key, policy, now);
+        View {
+            at: plain.at,
+            current: plain.current,
+            options: plain.options,
+            policy: plain.policy,
+            remembered: plain.remembered,
+            leased: 0,
+            last_expiry: None,
+            live: Vec::new(),
+        }
+    }
+
+    /// The bucket of a key without leases as it stands at `now` (the fields of a [`View`]
+    /// that such a key has): what `consume` and `check` need while no lease or block is in
+    /// force anywhere.
+    #[inline(always)]
+    pub(super) fn plain_view(
+        &mut self,
+        key: &[u8],
+        policy: Option<Options>,
+        now: Instant,
+    ) -> PlainView {
         let mut remembered = None;
         let mut current = None;
         let mut stored_at = None;
@@ -151,15 +183,36 @@ impl Limiter {
         if policy.is_some() && options != before {
             current = convert(current, &before, &options);
         }
-        View {
+        PlainView {
             at: stored_at,
             current: refill(current, &options, now),
             options,
             policy: policy.or(remembered),
             remembered: policy.is_none() && remembered.is_some(),
-            leased: 0,
-            last_expiry: None,
-            live: Vec::new(),
+        }
+    }
+
+    /// Stores what a call left of a key without leases at its position `at`: a full bucket is
+    /// not stored at all (nor its policy).
+    #[inline(always)]
+    pub(super) fn store_bucket(
+        &mut self,
+        key: &[u8],
+        at: Option<usize>,
+        next: Option<Bucket>,
+        policy: Option<Options>,
+        leased: bool,
+        now: Instant,
+    ) {
+        match (at, next) {
+            (Some(at), Some(bucket)) => self.store.set(at, bucket, policy, leased),
+            (Some(at), None) => self.store.remove(at),
+            (None, Some(bucket)) => {
+                let options = self.options;
+                self.store
+                    .insert(key, bucket, policy, leased, &options, now);
+            }
+            (None, None) => {}
         }
     }
 
@@ -191,18 +244,7 @@ impl Limiter {
             }
             other => other,
         };
-        match (at, next) {
-            (Some(at), Some(bucket)) => {
-                self.store.set(at, bucket, policy, leased);
-            }
-            (Some(at), None) => self.store.remove(at),
-            (None, Some(bucket)) => {
-                let options = self.options;
-                self.store
-                    .insert(key, bucket, policy, leased, &options, now);
-            }
-            (None, None) => {}
-        }
+        self.store_bucket(key, at, next, policy, leased, now);
     }
 
     /// When the keys with leases have doubled since the last pass, ends every expired lease
