@@ -244,7 +244,11 @@ impl Limiter {
         // request that reaches the object without local decisions, kept short.
         let given = policy.is_some();
         let policy = self.resolve(policy)?;
-        let blocked = self.blocked_until(key, now);
+        let plain = self.nothing_in_force();
+        let blocked = match plain {
+            true => None,
+            false => self.blocked_until(key, now),
+        };
         let view = self.view(key, policy, now);
         let outcome = match blocked {
             Some(_) => Err(()),
@@ -253,7 +257,10 @@ impl Limiter {
         let state = outcome.unwrap_or(view.current);
         // A denied call without a policy changes nothing, like a denied `consume`.
         if outcome.is_ok() || given {
-            self.commit(key, view.at, state, view.policy, now);
+            match plain {
+                true => self.store_bucket(key, view.at, state, view.policy, false, now),
+                false => self.commit(key, view.at, state, view.policy, now),
+            }
         }
         let mut decision = self.decision(outcome.is_ok(), state, cost, &view, now);
         if let Some(end) = blocked {
