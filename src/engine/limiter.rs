@@ -529,14 +529,16 @@ impl Limiter {
         now: Instant,
     ) -> Decision {
         let options = &view.options;
+        // Without leases, the one bucket's wait and status (the common case, kept short).
+        let plain = view.live.is_empty();
         let wait = if allowed {
             Some(0)
-        } else if view.shared() {
+        } else if !plain && view.shared() {
             let needed = cost.units(options);
             needed
                 .and_then(|needed| wait_through_leases(state, needed, &view.live, options, now))
                 .map(whole_millis)
-        } else if view.leased > 0 {
+        } else if !plain && view.leased > 0 {
             leased_wait(state, cost, view, now).map(whole_millis)
         } else {
             // Waits are reported in whole milliseconds, so compare the moment the caller
@@ -550,7 +552,10 @@ impl Limiter {
             }
         };
         let window = u128::from(options.max_tokens()).saturating_mul(options.interval_nanos());
-        let status = status_of(state, view, now);
+        let status = match plain {
+            true => bucket::status(state, options, now),
+            false => status_of(state, view, now),
+        };
         Decision {
             allowed,
             status,
