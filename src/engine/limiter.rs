@@ -244,23 +244,33 @@ impl Limiter {
         // request that reaches the object without local decisions, kept short.
         let given = policy.is_some();
         let policy = self.resolve(policy)?;
-        let plain = self.nothing_in_force();
-        let blocked = match plain {
-            true => None,
-            false => self.blocked_until(key, now),
-        };
+        if self.nothing_in_force() {
+            let view = self.plain_view(key, policy, now);
+            let outcome = take(view.current, cost, &view.options, now);
+            let state = outcome.unwrap_or(view.current);
+            // A denied call without a policy changes nothing, like a denied `consume`.
+            if outcome.is_ok() || given {
+                self.store_bucket(key, view.at, state, view.policy, false, now);
+            }
+            let (options, remembered) = (view.options, view.remembered);
+            return Ok(self.plain_decision(
+                outcome.is_ok(),
+                state,
+                cost,
+                &options,
+                remembered,
+                now,
+            ));
+        }
+        let blocked = self.blocked_until(key, now);
         let view = self.view(key, policy, now);
         let outcome = match blocked {
             Some(_) => Err(()),
             None => take(view.current, cost, &view.options, now),
         };
         let state = outcome.unwrap_or(view.current);
-        // A denied call without a policy changes nothing, like a denied `consume`.
         if outcome.is_ok() || given {
-            match plain {
-                true => self.store_bucket(key, view.at, state, view.policy, false, now),
-                false => self.commit(key, view.at, state, view.policy, now),
-            }
+            self.commit(key, view.at, state, view.policy, now);
         }
         let mut decision = self.decision(outcome.is_ok(), state, cost, &view, now);
         if let Some(end) = blocked {
@@ -528,41 +538,70 @@ impl Limiter {
         view: &View,
         now: Instant,
     ) -> Decision {
+        if view.live.is_empty() {
+            return self.plain_decision(allowed, state, cost, &view.options, view.remembered, now);
+        }
         let options = &view.options;
-        // Without leases, the one bucket's wait and status (the common case, kept short).
-        let plain = view.live.is_empty();
         let wait = if allowed {
             Some(0)
-        } else if !plain && view.shared() {
+        } else if view.shared() {
             let needed = cost.units(options);
             needed
                 .and_then(|needed| wait_through_leases(state, needed, &view.live, options, now))
                 .map(whole_millis)
-        } else if !plain && view.leased > 0 {
+        } else if view.leased > 0 {
             leased_wait(state, cost, view, now).map(whole_millis)
+        } else {
+            return Decision {
+                status: status_of(state, view, now),
+                ..self.plain_decision(allowed, state, cost, options, view.remembered, now)
+            };
+        };
+        Decision {
+            allowed,
+            status: status_of(state, view, now),
+            retry_after_ms: wait.map(ceil_millis),
+            window_ms: window_ms(options),
+        }
+    }
+
+    /// [`decision`](Self::decision) for a key without leases (`remembered`: see
+    /// [`View::remembered`]).
+    #[inline(always)]
+    fn plain_decision(
+        &self,
+        allowed: bool,
+        state: Option<Bucket>,
+        cost: Cost,
+        options: &Options,
+        remembered: bool,
+        now: Instant,
+    ) -> Decision {
+        let wait = if allowed {
+            Some(0)
         } else {
             // Waits are reported in whole milliseconds, so compare the moment the caller
             // will come back, not the nanosecond the tokens are there.
             let ready = wait_for(state, cost, options, now).map(whole_millis);
             let full = wait_for_full(state, options, now);
             match ready {
-                Some(wait) if !view.remembered || wait < full => Some(wait),
-                _ if view.remembered => cost.units(&self.options).map(|_| whole_millis(full)),
+                Some(wait) if !remembered || wait < full => Some(wait),
+                _ if remembered => cost.units(&self.options).map(|_| whole_millis(full)),
                 other => other,
             }
         };
-        let window = u128::from(options.max_tokens()).saturating_mul(options.interval_nanos());
-        let status = match plain {
-            true => bucket::status(state, options, now),
-            false => status_of(state, view, now),
-        };
         Decision {
             allowed,
-            status,
+            status: bucket::status(state, options, now),
             retry_after_ms: wait.map(ceil_millis),
-            window_ms: ceil_millis(window),
+            window_ms: window_ms(options),
         }
     }
+}
+
+/// The bucket's window: the time it takes to refill from empty, in milliseconds.
+fn window_ms(options: &Options) -> f64 {
+    ceil_millis(u128::from(options.max_tokens()).saturating_mul(options.interval_nanos()))
 }
 
 /// The status of a call that left `state`. While the tokens in the bucket and the leased
