@@ -176,7 +176,7 @@ impl Limiter {
 
     /// No lease and no block anywhere: every key is a plain bucket (the common case, which
     /// `consume` and `check` keep as short as before either existed).
-    #[inline(always)]
+    #[inline]
     fn nothing_in_force(&self) -> bool {
         self.leases.is_empty() && self.blocks.is_empty()
     }
@@ -567,7 +567,7 @@ impl Limiter {
 
     /// [`decision`](Self::decision) for a key without leases (`remembered`: see
     /// [`View::remembered`]).
-    #[inline(always)]
+    #[inline(never)]
     fn plain_decision(
         &self,
         allowed: bool,

@@ -47,7 +47,6 @@ impl Limiter {
     /// bucket that became full, together with its policy),
     /// then sees it under `policy` if the call gives one: tokens clamp to the new capacity
     /// and progress since the last refill counts in the new interval.
-    #[inline]
     pub(super) fn view(&mut self, key: &[u8], policy: Option<Options>, now: Instant) -> View {
         // A key without leases (nearly every key, and every key while no lease is out
         // anywhere) pays nothing for them.
@@ -59,7 +58,6 @@ impl Limiter {
 
     /// [`view`](Self::view) of a key with leases: its bucket brought through every change of
     /// what they hold.
-    #[inline(never)]
     fn view_with_leases(&mut self, key: &[u8], policy: Option<Options>, now: Instant) -> View {
         let leases = self.leases.of(key).to_vec();
         let mut remembered = None;
@@ -136,7 +134,6 @@ impl Limiter {
     }
 
     /// [`view`](Self::view) of a key without leases: its bucket refilled as one bucket.
-    #[inline(always)]
     fn view_without_leases(&mut self, key: &[u8], policy: Option<Options>, now: Instant) -> View {
         let plain = self.plain_view(key, policy, now);
         View {
@@ -154,7 +151,7 @@ impl Limiter {
     /// The bucket of a key without leases as it stands at `now` (the fields of a [`View`]
     /// that such a key has): what `consume` and `check` need while no lease or block is in
     /// force anywhere.
-    #[inline(always)]
+    #[inline(never)]
     pub(super) fn plain_view(
         &mut self,
         key: &[u8],
@@ -194,7 +191,7 @@ impl Limiter {
 
     /// Stores what a call left of a key without leases at its position `at`: a full bucket is
     /// not stored at all (nor its policy).
-    #[inline(always)]
+    #[inline(never)]
     pub(super) fn store_bucket(
         &mut self,
         key: &[u8],
