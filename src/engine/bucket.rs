@@ -46,7 +46,7 @@ pub fn refill(stored: Option<Bucket>, options: &Options, now: Instant) -> Option
 }
 
 /// [`refill`] with a token every `period` nanoseconds.
-#[inline]
+#[inline(always)]
 fn refill_by(
     stored: Option<Bucket>,
     period: u128,

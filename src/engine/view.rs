@@ -151,7 +151,7 @@ impl Limiter {
     /// The bucket of a key without leases as it stands at `now` (the fields of a [`View`]
     /// that such a key has): what `consume` and `check` need while no lease or block is in
     /// force anywhere.
-    #[inline]
+    #[inline(always)]
     pub(super) fn plain_view(
         &mut self,
         key: &[u8],
@@ -191,7 +191,7 @@ impl Limiter {
 
     /// Stores what a call left of a key without leases at its position `at`: a full bucket is
     /// not stored at all (nor its policy).
-    #[inline]
+    #[inline(always)]
     pub(super) fn store_bucket(
         &mut self,
         key: &[u8],
