@@ -45,6 +45,7 @@ const churn = usable('churn') ? readJson('churn.json') : null;
 const memory = usable('memory') ? readJson('memory.json') : null;
 const latency = usable('latency') ? readJson('latency.json') : null;
 const size = usable('size') ? readJson('size.json') : null;
+const wasmParts = usable('wasm-parts') ? readJson('wasm-parts.json') : null;
 const e2eJson = usable('e2e') ? readJson('e2e.json') : null;
 const wake = usable('wake') ? readJson('wake.json') : null;
 const local = usable('local') ? readJson('local.json') : null;
@@ -321,6 +322,17 @@ section(() => {
   addGoal('size', '.wasm raw', bytesKb(size.raw_bytes), `first wasm build ${fmt(size.first_build_raw_bytes / 1024)} KB`, fmtRatio(size.raw_bytes / size.first_build_raw_bytes), '≤ 48 KB', size.raw_bytes <= 48 * 1024);
   addGoal('size', '.wasm gzip -9', bytesKb(size.gzip_bytes), `first wasm build ${fmt(size.first_build_gzip_bytes / 1024)} KB`, fmtRatio(size.gzip_bytes / size.first_build_gzip_bytes), '≤ 20 KB', size.gzip_bytes <= 20 * 1024);
   addGoal('size', 'compile + instantiate (Node, fresh process)', `${fmt(size.cold_total_ms, 2)} ms`, '—', '', '≤ 2 ms', size.cold_total_ms <= 2);
+  if (!wasmParts) return missing('bench/wasm-parts.mjs', 'wasm-parts');
+  out();
+  out(`What the ${fmt(wasmParts.shipped)} B are made of (\`bench/wasm-parts.mjs\`: the build's wasm-opt pass with \`-g\`, every function body's size summed by the part its name belongs to; code inlined into a method's export counts where that method belongs): function bodies ${fmt(wasmParts.code)} B in ${wasmParts.functions} functions, data ${fmt(wasmParts.data)} B.`);
+  out();
+  const parts = Object.entries(wasmParts.parts).sort((a, b) => b[1] - a[1]);
+  table(['part', 'bytes', 'of the file'], [
+    ...parts.map(([part, bytes]) => [part, fmt(bytes), `${fmt((100 * bytes) / wasmParts.shipped, 1)}%`]),
+    ['data (strings, tables)', fmt(wasmParts.data), `${fmt((100 * wasmParts.data) / wasmParts.shipped, 1)}%`],
+  ]);
+  out();
+  out(`Largest functions: ${wasmParts.largest.slice(0, 8).map((f) => `${f.name.replace(/::h[0-9a-f]+$/, '')} ${fmt(f.size)} B`).join('; ')}.`);
 });
 
 // key churn (memory that follows the live buckets; hash flooding)

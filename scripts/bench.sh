@@ -9,6 +9,7 @@
 #        bench/memory.mjs  -> memory.json  (memory per bucket)
 #        bench/latency.mjs -> latency.json (tail latency)
 #        bench/size.mjs    -> size.json    (size)
+#        bench/wasm-parts.mjs -> wasm-parts.json (what the .wasm is made of)
 #        bench/churn.mjs   -> churn.json   (key churn)
 #   5. in workerd, if bench/e2e/run.mjs is present:
 #        bench/e2e/run.mjs -> bench/out/e2e.log, e2e.json (end-to-end throughput, durable overhead)
@@ -21,7 +22,7 @@
 #   8. node bench/report.mjs            -> bench/RESULTS.md, bench/keys.svg
 # A part that fails does not stop the others; the report says so and the script exits 1.
 # Environment: BENCH_SKIP="engine e2e" skips parts (floor, engine, consume, memory, latency,
-# size, churn, e2e, workerd-loop, wake, local, sim, compare); BENCH_NO_BUILD=1 never rebuilds the
+# size, wasm-parts, churn, e2e, workerd-loop, wake, local, sim, compare); BENCH_NO_BUILD=1 never rebuilds the
 # package (only builds it when missing); ROUNDS=3 DURATION=6 for bench/e2e/run.mjs and
 # bench/e2e/local.mjs; BENCH_COMPARE=<rev> adds part 7 (a few minutes more; off by default).
 set -euo pipefail
@@ -102,6 +103,7 @@ part consume "$OUT/consume.log" node --expose-gc bench/consume.mjs
 part memory "$OUT/memory.log" node --expose-gc bench/memory.mjs
 part latency "$OUT/latency.log" node --expose-gc bench/latency.mjs
 part size "$OUT/size.log" node --expose-gc bench/size.mjs
+part wasm-parts "$OUT/wasm-parts.log" node bench/wasm-parts.mjs
 part churn "$OUT/churn.log" node bench/churn.mjs
 
 # 5. End to end in workerd, if present.
