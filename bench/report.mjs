@@ -333,6 +333,7 @@ section(() => {
   ]);
   out();
   out(`Largest functions: ${wasmParts.largest.slice(0, 8).map((f) => `${f.name.replace(/::h[0-9a-f]+$/, '')} ${fmt(f.size)} B`).join('; ')}.`);
+  out();
 });
 
 // key churn (memory that follows the live buckets; hash flooding)
@@ -502,6 +503,19 @@ function chart(list) {
 }
 
 // ---- RESULTS.md ----
+/** The checkout's commit, and whether it had uncommitted changes (then the figures are not
+ * that commit's alone). */
+function sourceCommit() {
+  try {
+    const git = (...args) => execFileSync('git', args, { cwd: ROOT, encoding: 'utf8' }).trim();
+    const head = git('rev-parse', '--short=12', 'HEAD');
+    const dirty = git('status', '--porcelain', '--untracked-files=no', '--', 'src', 'js', 'Cargo.toml', 'Cargo.lock', 'pkg-template') !== '';
+    return dirty ? `${head} with uncommitted changes to the package` : head;
+  } catch {
+    return 'unknown (not a git checkout)';
+  }
+}
+
 const date = new Date();
 const totalSeconds = status.total?.seconds;
 out('# Benchmark results');
@@ -516,6 +530,7 @@ out(`- ${Object.entries(versions).map(([k, v]) => `${k}: ${v ?? 'n/a'}`).join(';
 const builds = [...new Set([consume, memory, latency, size].filter(Boolean).map((r) => r.wasm_build).filter(Boolean))];
 if (builds.length === 1) out(`- Package build measured (sha-256 prefix of the installed .wasm): ${builds[0]}`);
 else if (builds.length > 1) out(`- **Warning:** the package was rebuilt during the run; the Node benches measured different builds: ${builds.join(', ')} — rerun for consistent figures.`);
+out(`- Source measured: commit ${sourceCommit()}`);
 out();
 const notes = Object.entries(status).filter(([part, s]) => part !== 'total' && s.state !== 'ok');
 if (notes.length) {

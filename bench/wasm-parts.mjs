@@ -15,7 +15,8 @@ const SHIPPED = join(ROOT, 'pkg', 'rate_limiter_bg.wasm');
 const BUILD = readFileSync(join(ROOT, 'scripts', 'build.sh'), 'utf8');
 // The build's wasm-opt flags, read from scripts/build.sh so that the two never differ.
 const FLAGS = BUILD.match(/WASM_OPT_FLAGS=\(([^)]*)\)/)[1].split(/\s+/).filter(Boolean);
-const top = Number(process.argv[process.argv.indexOf('--top') + 1] || 12);
+const topAt = process.argv.indexOf('--top');
+const top = topAt > 0 ? Number(process.argv[topAt + 1]) : 12;
 
 // The parts, first match wins: a function's name (demangled by the name section) against
 // each pattern.
