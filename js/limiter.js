@@ -218,6 +218,8 @@ export class LocalLimiter {
       cell.incarnation += 1;
       // Where its limitInto decisions are read, in 8-byte units of wasm memory.
       cell.limiter.slotIndex = cell.limiter.decisionSlots() / 8;
+      // The key of its last *Text call (consumeNow): none yet.
+      cell.limiter.textKey = null;
       if (cell.options !== undefined) cell.limiter.setOptions(Date.now(), cell.options);
       idle?.add(cell);
     }
@@ -261,13 +263,28 @@ function setOptionsNow(limiter, options, load) {
   return limiter.setOptions(Date.now(), options, load);
 }
 
+// The *Same methods decide on the key of the limiter's last *Text call, which `textKey`
+// records: the same string again (a Durable Object per client mostly sees one key) does not
+// cross into wasm a second time.
 function checkNow(limiter, key, cost) {
-  const answer = isFast(key, cost) ? limiter.checkText(Date.now(), key, cost) : UseGeneralPath;
+  let answer = UseGeneralPath;
+  if (key === limiter.textKey && typeof cost === 'number') {
+    answer = limiter.checkSame(Date.now(), cost);
+  } else if (isFast(key, cost)) {
+    answer = limiter.checkText(Date.now(), key, cost);
+    limiter.textKey = key;
+  }
   return answer === UseGeneralPath ? limiter.check(Date.now(), key, cost) : answer === Allowed;
 }
 
 function consumeNow(limiter, key, cost) {
-  const answer = isFast(key, cost) ? limiter.consumeText(Date.now(), key, cost) : UseGeneralPath;
+  let answer = UseGeneralPath;
+  if (key === limiter.textKey && typeof cost === 'number') {
+    answer = limiter.consumeSame(Date.now(), cost);
+  } else if (isFast(key, cost)) {
+    answer = limiter.consumeText(Date.now(), key, cost);
+    limiter.textKey = key;
+  }
   return answer === UseGeneralPath ? limiter.consume(Date.now(), key, cost) : answer === Allowed;
 }
 

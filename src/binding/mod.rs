@@ -63,6 +63,10 @@ pub struct RateLimiter {
     engine: Limiter,
     /// Reused buffer for the encoded key of the current call.
     key: Vec<u8>,
+    /// The key of the last `consumeText` or `checkText` call: `consumeSame` and `checkSame`
+    /// decide on it again without the key crossing into wasm (the shim calls them when the
+    /// key is the same string, as a Durable Object per client mostly sees).
+    text_key: Vec<u8>,
     /// The numbers of the last `limitInto` decision, read by the shim.
     slots: [f64; 5],
 }
@@ -75,6 +79,7 @@ impl RateLimiter {
         RateLimiter {
             engine: Limiter::new(((seed_high as u64) << 32) | seed_low as u64),
             key: Vec::new(),
+            text_key: Vec::new(),
             slots: [0.0; 5],
         }
     }
@@ -134,6 +139,8 @@ impl RateLimiter {
     /// no error slot to return.
     #[wasm_bindgen(js_name = checkText)]
     pub fn check_text(&mut self, now_ms: f64, key: &str, cost: f64) -> FastAnswer {
+        self.text_key.clear();
+        self.text_key.extend_from_slice(key.as_bytes());
         let Ok(cost) = Cost::new(cost) else {
             return FastAnswer::UseGeneralPath;
         };
@@ -145,11 +152,34 @@ impl RateLimiter {
     #[wasm_bindgen(js_name = consumeText)]
     pub fn consume_text(&mut self, now_ms: f64, key: &str, cost: f64) -> FastAnswer {
         trap_if_asked(key.as_bytes());
+        self.text_key.clear();
+        self.text_key.extend_from_slice(key.as_bytes());
         let Ok(cost) = Cost::new(cost) else {
             return FastAnswer::UseGeneralPath;
         };
         let now = Instant::from_millis(now_ms);
         FastAnswer::from_bool(self.engine.consume(key.as_bytes(), cost, now))
+    }
+
+    /// `checkText` on the key of the last `consumeText` or `checkText` call.
+    #[wasm_bindgen(js_name = checkSame)]
+    pub fn check_same(&mut self, now_ms: f64, cost: f64) -> FastAnswer {
+        let Ok(cost) = Cost::new(cost) else {
+            return FastAnswer::UseGeneralPath;
+        };
+        let now = Instant::from_millis(now_ms);
+        FastAnswer::from_bool(self.engine.check(&self.text_key, cost, now))
+    }
+
+    /// `consumeText` on the key of the last `consumeText` or `checkText` call.
+    #[wasm_bindgen(js_name = consumeSame)]
+    pub fn consume_same(&mut self, now_ms: f64, cost: f64) -> FastAnswer {
+        trap_if_asked(&self.text_key);
+        let Ok(cost) = Cost::new(cost) else {
+            return FastAnswer::UseGeneralPath;
+        };
+        let now = Instant::from_millis(now_ms);
+        FastAnswer::from_bool(self.engine.consume(&self.text_key, cost, now))
     }
 
     /// The bucket of `key` now: `{ remaining, limit, reset_in_ms }`.

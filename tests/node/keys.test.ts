@@ -122,4 +122,28 @@ describe('the same string is the same bucket', () => {
     server.consume('\ud800', 5);
     expect(server.getStatus(String.fromCharCode(0xd800)).remaining).toBe(5);
   });
+
+  it('a key used again after others is its own bucket, whichever path each call took', () => {
+    // The shim skips passing a key that is the same string as its last fast call: keys that
+    // alternate, a key that cannot take the fast path (a lone surrogate) between two that
+    // can, a bad cost on the repeated key and checks between consumes must all keep each
+    // bucket apart.
+    server.setOptions({ max_tokens: 100 });
+    const built = (s: string) => [...s].join('');
+    const sequence: [string, number][] = [
+      ['a', 1], ['a', 2], ['b', 4], ['a', 8], [built('a'), 16], ['\ud800', 32], ['a', 3], ['b', 5],
+    ];
+    const taken = new Map<string, number>();
+    for (const [key, cost] of sequence) {
+      expect(server.check(key, cost)).toBe(true);
+      expect(server.consume(key, cost)).toBe(true);
+      taken.set(key, (taken.get(key) ?? 0) + cost);
+    }
+    expect(() => server.consume('a', -1)).toThrow(RangeError);
+    expect(() => server.check('a', Number.NaN)).toThrow(RangeError);
+    for (const [key, used] of taken) expect(server.getStatus(key).remaining).toBe(100 - used);
+    expect(server.consume('a', 100 - taken.get('a')! + 1)).toBe(false);
+    expect(server.consume('b', 100 - taken.get('b')!)).toBe(true);
+    expect(server.getStatus('a').remaining).toBe(100 - taken.get('a')!);
+  });
 });
