@@ -63,11 +63,7 @@ impl Limiter {
         let mut remembered = None;
         let mut current = None;
         let mut stored_at = None;
-        if let Some((at, (bucket, own))) = self
-            .store
-            .position(key)
-            .and_then(|at| Some((at, self.store.get(at)?)))
-        {
+        if let Some((at, bucket, own)) = self.stored_bucket(key) {
             // The refill is not written back: reads change nothing (a later options change
             // meets the bucket as the last call that changed it left it), so a copy saved
             // at each change is the whole state.
@@ -133,6 +129,15 @@ impl Limiter {
         }
     }
 
+    /// Where the bucket of `key` is stored, the bucket as last written, and the key's own
+    /// policy if it has one.
+    #[inline(always)]
+    fn stored_bucket(&self, key: &[u8]) -> Option<(usize, Bucket, Option<Options>)> {
+        let at = self.store.position(key)?;
+        let (bucket, own) = self.store.get(at)?;
+        Some((at, bucket, own))
+    }
+
     /// [`view`](Self::view) of a key without leases: its bucket refilled as one bucket.
     fn view_without_leases(&mut self, key: &[u8], policy: Option<Options>, now: Instant) -> View {
         let plain = self.plain_view(key, policy, now);
@@ -161,11 +166,7 @@ impl Limiter {
         let mut remembered = None;
         let mut current = None;
         let mut stored_at = None;
-        if let Some((at, (bucket, own))) = self
-            .store
-            .position(key)
-            .and_then(|at| Some((at, self.store.get(at)?)))
-        {
+        if let Some((at, bucket, own)) = self.stored_bucket(key) {
             match refill(Some(bucket), own.as_ref().unwrap_or(&self.options), now) {
                 Some(refilled) => {
                     remembered = own;
