@@ -21,7 +21,7 @@ const DEFAULT_EVICTIONS = 0.01;
 
 /** The cell and mode of a result, as a stable name. */
 export function cellName(c) {
-  const faults = ['failShare', 'loseShare', 'driftPpm', 'serviceUs']
+  const faults = ['failShare', 'loseShare', 'driftPpm', 'serviceUs', 'restartPerSecond']
     .filter((k) => c[k] > 0)
     .map((k) => ` ${k}=${c[k]}`)
     .join('');
@@ -33,7 +33,7 @@ export function cellName(c) {
 
 /** Whether a cell is an overload cell whose efficiency the floor applies to. */
 function floored(c) {
-  const faults = c.failShare > 0 || c.loseShare > 0 || c.driftPpm > 0 || c.serviceUs > 0;
+  const faults = c.failShare > 0 || c.loseShare > 0 || c.driftPpm > 0 || c.serviceUs > 0 || c.restartPerSecond > 0;
   return c.mode === DEFAULT_MODE && c.demand >= 2 && !faults && c.evictPerSecond === DEFAULT_EVICTIONS;
 }
 

@@ -64,6 +64,7 @@ const DEFAULTS = {
   lose: 0, // the share of calls whose answer is lost after the object applied them
   drift: 0, // the largest clock drift of an isolate, parts per million (the default skew shrinks to leave room)
   service: 0, // the object's service time per call, µs; it serialises calls
+  restart: 0, // restarts of the object per simulated second (the durable class, reloading its storage)
   jobs: 1, // worker threads running cells side by side (one per core at most makes sense)
   pkg: join(ROOT, 'pkg'),
   json: join(ROOT, 'bench', 'out', 'sim.json'),
@@ -86,6 +87,8 @@ const SMALL_CELLS = [
   { n: 32, demand: 10, rtt: 50, limit: '1000', split: 'even', seconds: 30 },
   // Every fault at once: failed calls, lost answers, drifting clocks, an object with a service time.
   { n: 32, demand: 10, rtt: 50, limit: '10', split: 'zipf', seconds: 30, fail: 0.05, lose: 0.05, drift: 1000, service: 2000 },
+  // The object evicted every 5 s or so: the durable class reloads its leases and shares.
+  { n: 32, demand: 10, rtt: 50, limit: '1000', split: 'even', seconds: 30, restart: 0.2 },
 ];
 
 function usage(message) {
@@ -94,7 +97,7 @@ function usage(message) {
     'usage: node bench/sim/run.mjs [--small [--record] | --selftest | --plan] [--modes a,b] [--n 1,4] [--demand 0.5,2]\n' +
       '  [--rtt 50] [--limit 10,1000 | M/S] [--split even,zipf] [--seconds 30] [--min-seconds 10]\n' +
       '  [--budget 30000000] [--seed 1] [--skew ms] [--jitter 0.1] [--evict 0.01] [--pkg dir] [--json file]\n' +
-      '  [--fail share] [--lose share] [--drift ppm] [--service us] [--jobs 1]',
+      '  [--fail share] [--lose share] [--drift ppm] [--service us] [--restart per-s] [--jobs 1]',
   );
   process.exit(2);
 }
@@ -133,6 +136,7 @@ function parseArgs(argv) {
       case '--lose': options.lose = numbers(value(), 'lose')[0]; break;
       case '--drift': options.drift = numbers(value(), 'drift')[0]; break;
       case '--service': options.service = numbers(value(), 'service')[0]; break;
+      case '--restart': options.restart = numbers(value(), 'restart')[0]; break;
       case '--pkg': options.pkg = value(); break;
       case '--jobs': options.jobs = numbers(value(), 'jobs')[0]; break;
       case '--json': options.json = value(); break;
@@ -146,7 +150,7 @@ function parseArgs(argv) {
   for (const limit of options.limit) limitOf(limit);
   if (!(Number.isInteger(options.jobs) && options.jobs >= 1)) usage(`--jobs: ${options.jobs} is not a whole number >= 1`);
   for (const name of ['fail', 'lose']) if (!(options[name] >= 0 && options[name] <= 1)) usage(`--${name}: ${options[name]} is not a share in [0, 1]`);
-  for (const name of ['drift', 'service']) if (!(options[name] >= 0)) usage(`--${name}: ${options[name]} is negative`);
+  for (const name of ['drift', 'service', 'restart']) if (!(options[name] >= 0)) usage(`--${name}: ${options[name]} is negative`);
   if (options.record && !options.small) usage('--record records the figures of --small only');
   if (options.small && options.json === DEFAULTS.json) options.json = join(ROOT, 'bench', 'out', 'sim-small.json');
   return options;
@@ -185,6 +189,7 @@ function cellsOf(options) {
     const lose = spec.lose ?? options.lose;
     const drift = spec.drift ?? options.drift;
     const service = spec.service ?? options.service;
+    const restart = spec.restart ?? options.restart;
     // A drifting clock moves up to drift × (the run and its tail) away from its start: the
     // default skew leaves room for that within the margin.
     const driftRoomMs = drift * 1e-6 * (target + 60) * 1000;
@@ -205,6 +210,7 @@ function cellsOf(options) {
       ...(lose > 0 ? { loseShare: lose } : {}),
       ...(drift > 0 ? { driftPpm: drift } : {}),
       ...(service > 0 ? { serviceUs: service } : {}),
+      ...(restart > 0 ? { restartPerSecond: restart } : {}),
     };
     const id = JSON.stringify(cell);
     if (seen.has(id)) continue;
@@ -262,6 +268,7 @@ function row(cell, result) {
     result.faultDecisions > 0 && `${result.faultDecisions} decisions rejected`,
     cell.driftPpm > 0 && `drift ±${cell.driftPpm} ppm`,
     cell.serviceUs > 0 && `service ${cell.serviceUs} µs/call`,
+    cell.restartPerSecond > 0 && `${result.restarts} object restarts (${cell.restartPerSecond}/s)`,
   ].filter(Boolean);
   if (faults.length > 0) bound += `; faults: ${faults.join(', ')}`;
   return [
@@ -300,8 +307,8 @@ async function main() {
   console.log(
     `sim: ${cells.length} cells × ${options.modes.length} modes (${options.modes.join(', ')}), seed ${options.seed}, ` +
       `package ${relative(process.cwd(), lib.dir) || '.'} ${lib.version} (wasm ${lib.wasm}), evictions ${options.evict}/isolate/s, jitter ±${options.jitter * 100}%` +
-      (options.fail > 0 || options.lose > 0 || options.drift > 0 || options.service > 0
-        ? `; faults: ${options.fail} of calls fail, ${options.lose} of answers lost, drift up to ${options.drift} ppm, service ${options.service} µs per call`
+      (options.fail > 0 || options.lose > 0 || options.drift > 0 || options.service > 0 || options.restart > 0
+        ? `; faults: ${options.fail} of calls fail, ${options.lose} of answers lost, drift up to ${options.drift} ppm, service ${options.service} µs per call, ${options.restart} object restarts/s`
         : ''),
   );
   console.log();

@@ -166,7 +166,16 @@ export async function selftest(lib, log = console.log) {
   expect(strip(first) === strip(second), 'the same seed gave two different runs');
   expect(first.evictions > 0, 'the reproducibility cell had no eviction');
 
-  // 6. The regression check of --small: more than half again the recorded calls fails, the
+  // 6. An object restart: the durable class reloads and keeps the bound; an object that
+  // restarts with empty memory (the in-memory class) gives its bucket back, which the check sees.
+  const restarting = { ...small, mode: 'request', demand: 5, seconds: 5, restartPerSecond: 2 };
+  const durable = await simulateCell(restarting, lib, MODES);
+  expect(durable.restarts > 0 && durable.boundOk, `the durable object broke the bound across ${durable.restarts} restarts`);
+  const forgetful = { ...lib, node: { ...lib.node, DurableRateLimiterServer: lib.RateLimiterServer } };
+  const amnesia = await simulateCell(restarting, forgetful, MODES);
+  expect(amnesia.restarts > 0 && !amnesia.boundOk, 'an object that forgot its bucket at each restart kept the bound');
+
+  // 7. The regression check of --small: more than half again the recorded calls fails, the
   // default mode below 0.9 at overload fails; other modes, cells with faults and missing
   // records are told apart.
   const base = { isolates: 4, demand: 10, split: 'even', rttMs: 50, maxTokens: 10, refillSeconds: 0.1, evictPerSecond: 0.01, seed: 1 };

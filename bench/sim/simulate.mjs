@@ -141,7 +141,7 @@ function percentile(sorted, p) {
 /**
  * Runs one cell and returns its figures. `cell`: { mode, isolates, demand, split, rttMs,
  * maxTokens, refillSeconds, seconds, seed, skewMs, jitter, evictPerSecond } and, optionally, the
- * faults { failShare, loseShare, driftPpm, serviceUs }. `lib`: the loaded package
+ * faults { failShare, loseShare, driftPpm, serviceUs, restartPerSecond }. `lib`: the loaded package
  * (package.mjs). `modes`: the mode table (modes.mjs by default).
  */
 export async function simulateCell(cell, lib, modes = MODES) {
@@ -154,6 +154,9 @@ export async function simulateCell(cell, lib, modes = MODES) {
   const loseShare = cell.loseShare ?? 0;
   const driftPpm = cell.driftPpm ?? 0;
   const serviceNs = Math.round((cell.serviceUs ?? 0) * 1000);
+  // Restarts of the object per simulated second: the object is then the durable class, and a
+  // restart builds a new one on the same state (`ctx`), which reloads what the last one saved.
+  const restartPerSecond = cell.restartPerSecond ?? 0;
   if (!(mode in modes)) throw new Error(`unknown mode ${mode} (known: ${Object.keys(modes).join(', ')})`);
   const interval = Math.max(1, Math.ceil(refillSeconds * NS_PER_S)); // as the engine rounds it
   const policy = { max_tokens: maxTokens, refill_every_seconds: refillSeconds };
@@ -173,15 +176,21 @@ export async function simulateCell(cell, lib, modes = MODES) {
   // Faults draw from streams of their own, so a cell without faults sees the same run as before.
   const faultRandom = stream(seed, `${name}|faults`);
   const driftRandom = stream(seed, `${name}|drift`);
+  const restartRandom = stream(seed, `${name}|restarts`);
 
   const queue = new EventQueue();
   let now = 0;
   const at = (t, fire, drain) => queue.push(t, fire, drain);
 
-  const server = new lib.RateLimiterServer({}, {});
+  // The object's state, kept across restarts: in Node the durable class keeps its snapshots
+  // per ctx object, as workerd keeps a Durable Object's storage across evictions.
+  const objectState = {};
+  const newServer = () =>
+    restartPerSecond > 0 ? new lib.node.DurableRateLimiterServer(objectState, {}) : new lib.RateLimiterServer({}, {});
+  let server = newServer();
   const monitor = new BoundMonitor(maxTokens, interval);
   const requests = new Requests(Math.ceil(requestsPerSecond * seconds * 1.1));
-  const counts = { objectCalls: 0, droppedAnswers: 0, evictions: 0, backgroundErrors: 0, isolates: 0, failedCalls: 0, lostAnswers: 0, faultDecisions: 0 };
+  const counts = { objectCalls: 0, droppedAnswers: 0, evictions: 0, backgroundErrors: 0, isolates: 0, failedCalls: 0, lostAnswers: 0, faultDecisions: 0, restarts: 0 };
   // The object serialises calls: each starts when it arrives or when the previous one ends.
   let objectBusyUntil = 0;
   let onlineViolationAtNs = null;
@@ -362,6 +371,18 @@ export async function simulateCell(cell, lib, modes = MODES) {
     if (next < endNs) at(next, evict, true); // a mode may start work when an isolate starts
   }
 
+  // Between two calls the object is evicted and starts again: memory is gone, storage stays.
+  function restart() {
+    server = newServer();
+    counts.restarts += 1;
+    scheduleRestart();
+  }
+  function scheduleRestart() {
+    if (!(restartPerSecond > 0)) return;
+    const next = now + Math.round(exponential(restartRandom, NS_PER_S / restartPerSecond));
+    if (next < endNs) at(next, restart, false);
+  }
+
   function tick() {
     const found = monitor.flush();
     if (found !== null && onlineViolationAtNs === null) onlineViolationAtNs = now;
@@ -370,6 +391,7 @@ export async function simulateCell(cell, lib, modes = MODES) {
 
   at(Math.round(exponential(arrivalRandom, meanGapNs)), arrive, true);
   scheduleEviction();
+  scheduleRestart();
   at(TICK_NS, tick, false);
 
   let events = 0;
@@ -482,6 +504,7 @@ export async function simulateCell(cell, lib, modes = MODES) {
     loseShare,
     driftPpm,
     serviceUs: serviceNs / 1000,
+    ...(restartPerSecond > 0 ? { restartPerSecond, restarts: counts.restarts } : {}),
     intervalNs: interval,
     requests: requests.length,
     admitted,
