@@ -104,14 +104,16 @@ export class LocalLimits {
 
   /**
    * `marginMs`: a lease is not spent later than this before its expiry, by this isolate's
-   * clock: the clock skew (plus call latency) tolerated between this isolate and the object.
+   * clock, counted from when the call went out: what this isolate's clock may lose against
+   * the object's over a lease (drift, a step back). An offset between the clocks costs
+   * nothing: only durations cross.
    * `maxLease`: the most tokens asked for at once. `clock`: the time in ms (tests pass a
    * fake one; Workers' `Date.now()` by default). `shares`: hold shares (a part of the
    * bucket's refill, renewed in the background) instead of plain leases. `maxHoldMs`: the
    * longest a denial is held here (a block's whole time by default): how late this isolate
    * may learn of an `unblock`, `reset` or refund at the object.
    */
-  constructor({ marginMs = 1_000, maxLease = 1_000, clock = Date.now, shares = false, maxHoldMs = Infinity } = {}) {
+  constructor({ marginMs = 100, maxLease = 1_000, clock = Date.now, shares = false, maxHoldMs = Infinity } = {}) {
     if (!(Number.isFinite(marginMs) && marginMs >= 0 && marginMs < 10_000)) {
       throw new RangeError(`local.marginMs must be a number from 0 to 9999, got ${marginMs}`);
     }

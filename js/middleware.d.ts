@@ -59,9 +59,10 @@ export interface RateLimiterStub {
 /** Tuning of local decisions. */
 export interface LocalLimitsOptions {
   /**
-   * A lease is not spent later than this many ms before its expiry, by this isolate's
-   * clock: the clock skew (plus call latency) tolerated between isolate and object.
-   * From 0 to 9999. Default 1000.
+   * A lease or share is not spent later than this many ms before its expiry, by this
+   * isolate's clock, counted from when the call went out: what the isolate's clock may lose
+   * against the object's meanwhile (drift, a step back; an offset costs nothing).
+   * From 0 to 9999. Default 100.
    */
   marginMs?: number;
   /** The most tokens asked for in one lease. Default 1000. */

@@ -14,8 +14,9 @@ use rate_limiter::engine::{
 const NANOS_PER_MS: u64 = 1_000_000;
 const UNITS_PER_TOKEN: u128 = 1_000_000_000;
 const START_MS: u64 = 1_800_000_000_000;
-/// A holder stops spending a lease this long before its expiry, by its own clock.
-const MARGIN_MS: u64 = 1_000;
+/// A holder stops spending a lease this long before its expiry, by its own clock (LocalLimits'
+/// default margin).
+const MARGIN_MS: u64 = 100;
 const KEY: &[u8] = b"api-key";
 
 #[derive(Debug, Clone)]

@@ -16,8 +16,9 @@ use rate_limiter::engine::{
 const NANOS_PER_MS: i64 = 1_000_000;
 const BILLION: u64 = 1_000_000_000;
 const START_MS: i64 = 1_800_000_000_000;
-/// A holder stops spending a share this long before the earliest end of its term.
-const MARGIN_NS: i64 = 1_000 * NANOS_PER_MS;
+/// A holder stops spending a share this long before the earliest end of its term (LocalLimits'
+/// default margin).
+const MARGIN_NS: i64 = 100 * NANOS_PER_MS;
 const KEY: &[u8] = b"api-key";
 
 #[derive(Debug, Clone)]
@@ -591,7 +592,7 @@ fn limiter(max_tokens: f64, seconds: f64) -> Limiter {
 
 /// A top-up the object decides in the last moment of a term, whose answer comes after the
 /// holder has moved on to the next term, speaks of the term that ended: the holder must not
-/// raise its next term with it. (Requests every 7 ms from 1.9 s empty the share, and the one
+/// raise its next term with it. (Requests every 7 ms from 0.9 s empty the share, and the one
 /// it cannot serve makes a top-up, answered 100 ms late, after the first term's end.)
 #[test]
 fn a_late_top_up_does_not_raise_the_next_term() {
@@ -626,8 +627,8 @@ fn a_late_top_up_does_not_raise_the_next_term() {
         holder: 0,
         slow_ms: 0,
     });
-    // The first term ends 2 s after the grant (between 2,000 and 2,050 ms by the holder).
-    ops.push(Op::Advance { ms: 1_400 });
+    // The first term ends 1 s after the grant (between 1,000 and 1,050 ms by the holder).
+    ops.push(Op::Advance { ms: 400 });
     for _ in 0..40 {
         ops.push(Op::Advance { ms: 7 });
         ops.push(request.clone());
@@ -704,11 +705,11 @@ fn a_share_keeps_the_object_out_of_an_overload() {
     assert_eq!(lease.billionths, 10 * BILLION);
     assert_eq!(first.moved, 9 * BILLION);
     // The object itself has nothing left to give, and says when it will: a whole interval after
-    // the share's first term (2 s) ends.
+    // the share's first term (1 s) ends.
     let later = Instant::from_nanos(start + 50 * NANOS_PER_MS as u64);
     let plain = limiter.limit(KEY, one, Some(policy), later).unwrap();
     assert!(!plain.allowed);
-    assert_eq!(plain.retry_after_ms, Some(2_000.0 - 50.0 + 100.0));
+    assert_eq!(plain.retry_after_ms, Some(1_000.0 - 50.0 + 100.0));
 }
 
 /// A bucket that is full beside a live lease stays full when `setOptions` lengthens the

@@ -14,13 +14,10 @@ use super::time::Instant;
 /// How long a plain lease is valid, from the call that granted it.
 pub const LEASE_TTL_NANOS: u64 = 10_000_000_000;
 
-/// How long a share's later terms last: short enough that the share of an isolate that
-/// vanished idles briefly, long enough that renewals stay a few calls per isolate a minute.
-pub const SHARE_TERM_NANOS: u64 = 5_000_000_000;
-
-/// A share's first term: short, so that its second term, decided on the demand its holder saw
-/// meanwhile, comes soon.
-pub const FIRST_TERM_NANOS: u64 = 2_000_000_000;
+/// How long a share's term lasts, the first and every later one: the share of an isolate that
+/// vanished idles for at most about two terms, and a new share is sized again on its holder's
+/// demand a term later; the price is a renewal per holder a second.
+pub const SHARE_TERM_NANOS: u64 = 1_000_000_000;
 
 /// Leases a key may have at once; a call beyond it is served without a new lease, so memory
 /// stays bounded whatever callers do.

@@ -4,7 +4,7 @@
 //! shares, refill) out of the main bucket without creating any (docs/SPEC.md, 10 and 11.3).
 
 use super::bucket::{wait_for, Bucket};
-use super::lease::{Lease, Term, FIRST_TERM_NANOS, LEASE_TTL_NANOS, SHARE_TERM_NANOS};
+use super::lease::{Lease, Term, LEASE_TTL_NANOS, SHARE_TERM_NANOS};
 use super::limiter::{give_back, LeaseAsk, Limiter, Settlement};
 use super::options::{Cost, Options, UNITS_PER_TOKEN};
 use super::share::{
@@ -161,7 +161,7 @@ impl Limiter {
     ) -> Grant {
         let options = view.options;
         let wanted = wanted_parts(rate, &options);
-        let until = now.saturating_add(FIRST_TERM_NANOS);
+        let until = now.saturating_add(SHARE_TERM_NANOS);
         let mut term = allocate(&view.live, wanted, &options, now, until);
         // The share's capacity leaves the main bucket's: what no longer fits there moves
         // into the share. A top-up (when the call was allowed) may raise its capacity, as
@@ -190,7 +190,7 @@ impl Limiter {
         term.billionths = billionths_of(capacity, &options);
         let since = state.map_or(now, |b| b.last_refill());
         let before = main_period_beside(&view.live, &options, now);
-        let granted = self.leases.grant(key, term, wanted, now, FIRST_TERM_NANOS);
+        let granted = self.leases.grant(key, term, wanted, now, SHARE_TERM_NANOS);
         view.live.push(granted);
         let after = main_period_beside(&view.live, &options, now);
         let state = rescale(

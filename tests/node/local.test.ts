@@ -101,7 +101,9 @@ describe('LocalLimits', () => {
 
   it('at a high rate the lease doubles up to maxLease, is renewed ahead of time, and calls become rare', async () => {
     const server = newServer();
-    const { local, ask, calls } = isolate(server);
+    // A margin of 1 s: a moment at which every lease is past its local deadline and none has
+    // ended at the object (below).
+    const { local, ask, calls } = isolate(server, { marginMs: 1_000 });
     let allowed = 0;
     for (let i = 0; i < 2000; i++) {
       at(Math.floor(i / 4)); // 4 requests a millisecond
@@ -392,12 +394,13 @@ describe('LocalLimits', () => {
     expect(calls).toHaveLength(6);
     const sixth = calls.at(-1)!;
     expect(sixth.granted?.tokens).toBe(16);
-    // Both leases held are still being spent or waiting; at the sixth's local deadline a call
-    // settles them (one in the call, the other beside it) and asks for about what was used.
-    at(sixth.sent + 8999);
+    // Both leases held are still being spent or waiting; at the sixth's local deadline (its
+    // 10 s less the 100 ms margin) a call settles them (one in the call, the other beside it)
+    // and asks for about what was used.
+    at(sixth.sent + 9899);
     if ((await ask(1, BIG)).allowed) admitted += 1;
     expect(calls).toHaveLength(6);
-    at(sixth.sent + 9000);
+    at(sixth.sent + 9900);
     if ((await ask(1, BIG)).allowed) admitted += 1;
     const last = calls.filter((c) => c.method === 'limitLeased').at(-1)!;
     expect(last.cost).toBe(1);
