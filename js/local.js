@@ -490,8 +490,9 @@ export class LocalLimits {
   /** Starts a share's renewal in the background when it is due and no call is in flight. */
   #renewIfDue(entry, stub, key, policy, waitUntil, now) {
     if (entry.leasing || entry.share === null || !entry.share.dueAt(now)) return;
-    // Once the bucket has room again, the share is left to end with its term.
-    if (!underPressure(entry)) return;
+    // Once the bucket has room again, or its holder's demand no longer is worth a share, the
+    // share is left to end with its term.
+    if (!underPressure(entry) || !worthAShare(entry, policy, now, KEEP_SHARE)) return;
     // (A renewal that fails leaves the share to end with its term.)
     inBackground(entry, () => this.#shareCall(entry, stubOf(stub), key, 0, policy, true), waitUntil);
   }
@@ -650,12 +651,19 @@ function demandRate(entry, now) {
  */
 const SHARE_TOKENS = 8;
 
-/** Whether the demand on `entry` is enough for a share (SHARE_TOKENS). */
-function worthAShare(entry, policy, now) {
+/**
+ * A share held is renewed while its holder's demand is at least this part of what asking for
+ * one takes: a share granted on a moment's demand ends when the demand was not there, and one
+ * whose holder's demand wavers around the threshold is kept (docs/SPEC.md, 11.9).
+ */
+const KEEP_SHARE = 0.5;
+
+/** Whether the demand on `entry` is enough for a share (`part` of SHARE_TOKENS' refill). */
+function worthAShare(entry, policy, now, part = 1) {
   const bucket = bucketOf(policy, entry.last);
   if (bucket === null) return true;
   const refillOfAToken = 1_000 / (bucket.intervalMs * bucket.maxTokens);
-  return demandRate(entry, now) >= SHARE_TOKENS * refillOfAToken;
+  return demandRate(entry, now) >= part * SHARE_TOKENS * refillOfAToken;
 }
 
 /**

@@ -181,6 +181,48 @@ describe('LocalLimits with shares', () => {
     expect(rates[0]).toBeLessThanOrEqual(21);
   });
 
+  it('renews a share while its holder asks for half of what a share takes, and lets it end below', async () => {
+    const server = new RateLimiterServer({} as Ctx, {});
+    const renewals: number[] = [];
+    const stub = {
+      limit: async (key: string, cost?: number, policy?: RateLimiterOptions) => server.limit(key, cost, policy),
+      limitLeased: async (key: string, cost?: number, policy?: RateLimiterOptions, lease?: RateLimitLeaseRequest) => {
+        if (lease?.renew !== undefined && cost === 0) renewals.push(Date.now() - T0);
+        return server.limitLeased(key, cost, policy, lease);
+      },
+      settle: async (key: string, settlement: { id: number; used: number }) => server.settle(key, settlement),
+    };
+    const local = new LocalLimits({ clock: () => Date.now(), shares: true });
+    const background: Promise<unknown>[] = [];
+    const owner = {};
+    // Other isolates keep the bucket low (a call every 50 ms); this one asks 20 a second for
+    // 3 s (a share: at least 8/s here), then 5 a second for 3 s (above 4/s, half of 8), then
+    // 2 a second.
+    const phases = [
+      { until: 3_000, everyMs: 50 },
+      { until: 6_000, everyMs: 200 },
+      { until: 9_000, everyMs: 500 },
+    ];
+    let start = 0;
+    for (const { until, everyMs } of phases) {
+      for (let ms = start; ms < until; ms += 1) {
+        at(ms);
+        if (ms % 50 === 0) server.limit('k', 1, TEN);
+        if ((ms - start) % everyMs === 0) {
+          await local.limit(owner, 'o', stub, 'k', 1, TEN, (promise) => background.push(promise));
+          await Promise.all(background.splice(0));
+        }
+      }
+      start = until;
+    }
+    const within = (from: number, to: number) => renewals.filter((t) => t >= from && t < to).length;
+    expect(within(1_000, 3_000)).toBeGreaterThanOrEqual(1);
+    // One renewal a term while the demand is 5/s; none once it is 2/s (after the first term
+    // measured at that rate).
+    expect(within(3_500, 6_000)).toBeGreaterThanOrEqual(2);
+    expect(within(7_000, 9_000)).toBe(0);
+  });
+
   it('reports its whole demand at the renewal that comes half a second after the grant', async () => {
     const server = new RateLimiterServer({} as Ctx, {});
     const { stub, rates } = reportingRates(server);
