@@ -423,6 +423,11 @@ export class LocalLimits {
     if (share === null && (!underPressure(entry) || !worthAShare(entry, policy, now))) {
       return this.#leased(entry, stub, key, cost, policy, waitUntil);
     }
+    // Near the refill the object answers a call for a share with a plain lease: spent first.
+    if (share === null) {
+      const local = this.#localAnswer(entry, cost);
+      if (local !== null) return this.#here(local);
+    }
     const whole = Number.isInteger(cost);
     if (share !== null && whole && share.take(cost, now)) {
       this.#renewIfDue(entry, stub, key, policy, waitUntil, now);
@@ -458,7 +463,10 @@ export class LocalLimits {
     const sent = this.#clock();
     const share = entry.share;
     // Tokens per second asked for since the last report (over at least a second).
-    const rate = demandRate(entry, sent);
+    // (A first report is measured over what has passed, at least 100 ms: the object tells
+    // from the reports whether the key is overloaded, and an isolate's first calls come in
+    // its first moments.)
+    const rate = entry.reportedRate === 0 ? entry.demand / (Math.max(100, sent - entry.demandSince) / 1_000) : demandRate(entry, sent);
     // A top-up asks for twice the last one while the share keeps running out between calls.
     entry.want = cost === 0 ? entry.want : Math.min(this.#maxLease, Math.max(1, cost, entry.want * 2));
     // A renewal (cost 0) reports the demand and gets the next term; a top-up of a share held
@@ -481,9 +489,11 @@ export class LocalLimits {
     if (granted?.share !== undefined) {
       // (The object grants no share without a whole token: 11.7.)
       if (share === null) entry.share = new HeldShare(granted, sent, received, this.#marginMs);
-      else if (entry.share === share && share.id === granted.id) share.renewed(granted, sent, received);
+      else if (entry.share === share && share.id === granted.id) share.renewed(granted, sent, received, cost === 0);
+    } else if (share === null && granted !== null && granted.tokens > 0) {
+      entry.lease = this.#leaseOf(granted, sent);
     }
-    const held = entry.share?.advance(received) ? entry.share.tokens : 0;
+    const held = entry.share?.advance(received) ? entry.share.tokens : share === null && entry.lease !== null ? granted.tokens : 0;
     return { ...decision, remaining: decision.remaining + held };
   }
 
@@ -638,7 +648,7 @@ const DEMAND_MS = 10_000;
  */
 function demandRate(entry, now) {
   const elapsed = now - entry.demandSince;
-  const rest = entry.share !== null && elapsed < 1_000 ? 1_000 - elapsed : 0;
+  const rest = elapsed < 1_000 ? 1_000 - elapsed : 0;
   const before = (entry.reportedRate * rest) / 1_000;
   return (entry.demand + before) / (Math.max(1_000, elapsed) / 1_000);
 }

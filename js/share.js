@@ -50,6 +50,8 @@ export class HeldShare {
     this.tokens = Math.min(Math.floor(lease.tokens), this.current.capacity);
     this.since = received;
     this.seen = received;
+    // Whether the object declined to renew it: it ends with the current term.
+    this.last = false;
   }
 
   /** The terms in force at `t` and when they next change; null when the share is over. */
@@ -133,9 +135,10 @@ export class HeldShare {
    * Takes in a renewal's answer: the tokens of a top-up; and, if the object surely decided
    * during the current term, the next term, a tighter window for the current term's end,
    * and the capacity and refill the top-up raised the current term to (the faster refill
-   * counts from when the answer came).
+   * counts from when the answer came). `renewal`: the call reported the demand and asked for
+   * the next term.
    */
-  renewed(lease, sent, received) {
+  renewed(lease, sent, received, renewal) {
     // The object decided between `sent` and `received`: about the current term only if the
     // call went out after that term surely began and the answer came before it can have
     // ended. An earlier call may speak of the term before (this holder may have moved on
@@ -153,6 +156,8 @@ export class HeldShare {
       this.endsFrom = Math.max(this.endsFrom, sent + lease.ttl_ms);
       this.endsBy = Math.min(this.endsBy, received + lease.ttl_ms);
     }
+    // A renewal answered without a next term: the share ends with this one.
+    if (within && renewal && lease.share.next === null) this.last = true;
     this.add(lease.tokens, received);
   }
 
@@ -163,6 +168,7 @@ export class HeldShare {
    * term is out: an isolate evicted then holds it idle until it ends.
    */
   dueAt(t) {
+    if (this.last) return false;
     const stop = this.endsFrom - this.marginMs;
     const lead = Math.min(RENEW_LEAD_MS, Math.max(0, this.currentMs - this.marginMs) / 2);
     return this.next === null && t >= stop - lead;

@@ -647,18 +647,34 @@ fn a_top_up_raises_the_refill_only_up_to_what_the_holder_wants() {
     let now = at(0.0);
     let one = Cost::new(1.0).unwrap();
     let mut l = limiter(10.0, 0.1);
-    // 2 tokens/s of a 10/s refill: it wants 30% of it, and gets that (and 3 tokens).
+    // Four plain leases: their holders count as asking as much as the share's, so 4 tokens/s
+    // of a 10/s refill is demand at twice the refill, and the share gets a fifth of it.
+    let mut leases = Vec::new();
+    for _ in 0..4 {
+        let leased = l.limit_leased(KEY, one, None, None, one, now).unwrap();
+        leases.push(leased.lease.expect("a plain lease"));
+    }
     let ask = LeaseAsk {
         want: Cost::ZERO,
-        rate: 2.0,
+        rate: 4.0,
         renew: None,
     };
     let share = l.limit_shared(KEY, one, None, None, ask, now).unwrap();
     let share = share.lease.expect("a share");
     let wanted = share.wanted;
-    assert_eq!(share.parts, wanted);
-    assert!(wanted < rate_limiter::engine::RATE_PARTS / 2);
-    // A top-up moves tokens and raises the capacity, but the refill stays at what it wants.
+    assert!(share.parts < wanted);
+    assert!(wanted < rate_limiter::engine::RATE_PARTS);
+    for lease in leases {
+        let settlement = Settlement {
+            id: lease.id,
+            used: Cost::ZERO,
+            left: None,
+        };
+        assert!(l.settle(KEY, settlement, now));
+    }
+    // A top-up moves tokens and raises the refill by half of what the main bucket has, up
+    // to what the holder wants (six tenths of the refill): the second reaches it, the third
+    // adds nothing.
     let top_up = LeaseAsk {
         want: Cost::new(2.0).unwrap(),
         rate: 0.0,
@@ -666,8 +682,12 @@ fn a_top_up_raises_the_refill_only_up_to_what_the_holder_wants() {
     };
     let topped = l.limit_shared(KEY, one, None, None, top_up, now).unwrap();
     let topped = topped.lease.expect("the share, topped up");
-    assert_eq!(topped.parts, wanted);
+    assert!(topped.parts > share.parts && topped.parts <= wanted);
     assert!(topped.billionths > share.billionths);
+    for _ in 0..2 {
+        let again = l.limit_shared(KEY, one, None, None, top_up, now).unwrap();
+        assert_eq!(again.lease.expect("the share, topped up").parts, wanted);
+    }
 }
 
 /// A lone holder at overload decides on its own: after its share is granted, a thousand
@@ -733,12 +753,11 @@ fn a_bucket_full_beside_a_lease_stays_full_when_the_interval_lengthens() {
     assert_eq!(l.status(b"k", at(1_000.0)).remaining, 9.0);
 }
 
-/// A share whose next term holds nothing (its holder reported almost no demand, and the
-/// main bucket keeps its one token while it keeps parts) leaves the bucket full after its
-/// first term; raising the capacity keeps it full. The main bucket counts the share's terms
-/// from its last refill on, not the term that ended before it.
+/// A share its holder's renewal does not continue (it reported almost no demand) leaves the
+/// bucket full after its term; raising the capacity keeps it full. The main bucket counts
+/// the share's terms from its last refill on, not the term that ended before it.
 #[test]
-fn a_bucket_full_beside_a_share_with_an_empty_term_stays_full_when_the_capacity_grows() {
+fn a_bucket_full_after_a_share_that_ended_stays_full_when_the_capacity_grows() {
     let mut l = limiter(1.0, 1.0);
     let ask = |rate: f64, renew: Option<u64>| LeaseAsk {
         want: Cost::ZERO,
@@ -761,10 +780,9 @@ fn a_bucket_full_beside_a_share_with_an_empty_term_stays_full_when_the_capacity_
         )
         .unwrap()
         .lease
-        .expect("the share, renewed");
-    let next = renewed.next.expect("a next term");
-    assert_eq!(next.billionths, 0);
-    // After the first term (2 s) the bucket refills to its one token beside the empty term.
+        .expect("the share, answered");
+    assert_eq!(renewed.next, None);
+    // After the share's term the bucket refills to its one token.
     assert_eq!(l.status(b"k", at(5_000.0)).remaining, 1.0);
     let seven = OptionsPatch {
         max_tokens: Some(7.0),

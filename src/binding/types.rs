@@ -115,7 +115,9 @@ pub struct RateLimitLeaseRequest {
     pub settle: Option<RateLimitSettlement>,
     /// Tokens per second the caller expects to need: above 0 asks for a share, a part of the
     /// bucket's capacity and refill that the caller runs as a bucket of its own (granted
-    /// whether or not this call's cost is allowed). Default: 0 (a plain lease of `want`).
+    /// whether or not this call's cost is allowed), where the demand on the key is well above
+    /// its refill or the caller's alone reaches it; else the call gets a plain lease of
+    /// `want`. Default: 0 (a plain lease of `want`).
     #[tsify(optional, type = "number | undefined")]
     pub rate: Option<f64>,
     /// The `id` of the caller's share on this key, to renew: it gets a next term (if it has
@@ -161,7 +163,9 @@ pub struct RateLimitShare {
     pub refill_every_ns: Option<f64>,
     /// Milliseconds a term lasts (a next term lasts this long from the current one's end).
     pub term_ms: f64,
-    /// The terms that follow the current one (for another term), once the share is renewed.
+    /// The terms that follow the current one (for another term), once the share is renewed;
+    /// still `null` after a renewal when the demand no longer is due a share: the share ends
+    /// with its current term.
     #[tsify(type = "RateLimitShareTerm | null")]
     pub next: Option<RateLimitShareTerm>,
 }

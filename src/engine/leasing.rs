@@ -9,7 +9,7 @@ use super::limiter::{give_back, LeaseAsk, Limiter, Settlement};
 use super::options::{Cost, Options, UNITS_PER_TOKEN};
 use super::share::{
     allocate, billionths_of, free_parts, free_units, main_period, main_period_beside, others,
-    out_at, rescale, term_units, wanted_parts, RATE_PARTS,
+    out_at, rescale, share_due, term_units, wanted_parts, GRANT_FROM, RATE_PARTS, RENEW_FROM,
 };
 use super::time::Instant;
 use super::view::View;
@@ -67,7 +67,12 @@ impl Limiter {
         if !self.leases.has_room(key) {
             return nothing;
         }
-        if ask.rate > 0.0 && ask.renew.is_none() {
+        // A share only where the demand is well above the refill, or one holder's alone
+        // reaches it (11.7); else a plain lease.
+        if ask.rate > 0.0
+            && ask.renew.is_none()
+            && share_due(&view.live, ask.rate, GRANT_FROM, &options, now)
+        {
             return self.new_share(key, view, share_ask, state, now);
         }
         if allowed && want > 0 {
@@ -96,7 +101,9 @@ impl Limiter {
             share.wanted = wanted_parts(rate, &options);
         }
         let others = others(&view.live, share.id);
-        if renewing && share.next.is_none() {
+        // Once neither the demand on the key nor its holder's own is due a share, the share
+        // ends with its term: plain leases serve there.
+        if renewing && share.next.is_none() && share_due(&others, rate, RENEW_FROM, &options, now) {
             let until = share.expires_at.saturating_add(SHARE_TERM_NANOS);
             share.next = Some(allocate(
                 &others,

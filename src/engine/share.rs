@@ -95,6 +95,63 @@ pub fn wanted_parts(rate: f64, options: &Options) -> u32 {
     parts.clamp(1.0, f64::from(RATE_PARTS)) as u32
 }
 
+/// The parts wanted at `at` by every holder of `others` and one that wants `wanted`. A plain
+/// lease is another holder that may ask for a share next: it counts as wanting as much as
+/// this one, so the first share does not take the whole refill.
+fn all_wanted(others: &[Lease], wanted: u32, at: Instant) -> u64 {
+    others
+        .iter()
+        .filter(|l| l.ends_at() > at)
+        .fold(u64::from(wanted), |sum, l| {
+            let theirs = if l.is_share() { l.wanted } else { wanted };
+            sum.saturating_add(theirs.into())
+        })
+}
+
+/// The demand, over a key's refill, from which a share is granted or renewed (docs/SPEC.md,
+/// 11.7): the demand of all its holders (`all`), or of the one asking alone (`own`). Below
+/// both, plain leases pool the variance of every holder's demand at the object, where
+/// sub-buckets at about their holders' demand lose what runs over while they are full; a
+/// holder whose demand alone reaches the refill is served by one sub-bucket with most of it.
+#[derive(Debug, Clone, Copy)]
+pub struct ShareFrom {
+    pub all: f64,
+    pub own: f64,
+}
+
+/// For a new share.
+pub const GRANT_FROM: ShareFrom = ShareFrom { all: 1.5, own: 1.0 };
+
+/// For a share's next term: lower, so that a demand measured around the threshold does not
+/// end and grant shares by turns.
+pub const RENEW_FROM: ShareFrom = ShareFrom { all: 1.2, own: 0.5 };
+
+/// Whether a holder that expects to need `rate` tokens per second, beside the holders of
+/// `others` at `at`, is due a share by `from` (a share holder counts as its parts want, a
+/// plain lease's holder as this one).
+pub fn share_due(
+    others: &[Lease],
+    rate: f64,
+    from: ShareFrom,
+    options: &Options,
+    at: Instant,
+) -> bool {
+    let interval_seconds = options.interval_nanos() as f64 / 1e9;
+    let own = rate * interval_seconds;
+    let all = others
+        .iter()
+        .filter(|l| l.ends_at() > at)
+        .fold(own, |sum, l| {
+            let theirs = if l.is_share() {
+                f64::from(l.wanted) / (1.5 * f64::from(RATE_PARTS))
+            } else {
+                own
+            };
+            sum + theirs
+        });
+    own >= from.own || all >= from.all
+}
+
 /// The terms of a share asked for with `wanted` parts, for a term from `from`, beside
 /// `others` (the key's other leases): its fair part of the refill by what every share wants,
 /// at most what the others leave free at every moment of the term; a capacity in proportion
@@ -110,16 +167,7 @@ pub fn allocate(
 ) -> Term {
     let taken = most_held(others, options, from, until);
     let free_parts = RATE_PARTS.saturating_sub(taken.parts);
-    // A plain lease is another holder that may ask for a share next: it counts as wanting as
-    // much as this one, so the first share does not take the whole refill.
-    let all_wanted =
-        others
-            .iter()
-            .filter(|l| l.ends_at() > from)
-            .fold(u64::from(wanted), |sum, l| {
-                let theirs = if l.is_share() { l.wanted } else { wanted };
-                sum.saturating_add(theirs.into())
-            });
+    let all_wanted = all_wanted(others, wanted, from);
     let fair = u64::from(RATE_PARTS) * u64::from(wanted) / all_wanted.max(1);
     let parts = fair.min(wanted.into()).min(free_parts.into()) as u32;
     let unit = options.unit();

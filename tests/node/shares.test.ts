@@ -12,6 +12,8 @@ import { T0, thrown } from './support';
 const at = (ms: number) => vi.setSystemTime(T0 + ms);
 /** 10 tokens, one every 100 ms. */
 const TEN: RateLimiterOptions = { max_tokens: 10, refill_every_seconds: 0.1 };
+/** 200 tokens, one every 10 ms. */
+const BUSY: RateLimiterOptions = { max_tokens: 200, refill_every_seconds: 0.01 };
 
 describe('limitLeased with a rate: shares', () => {
   it('grants a share of the refill beside the decision, with its terms', () => {
@@ -37,22 +39,50 @@ describe('limitLeased with a rate: shares', () => {
 
   it('renews a share with a next term from the end of the current one, once', () => {
     const server = new RateLimiterServer({} as Ctx, {});
+    // Seven plain leases: their holders count as asking as much as the share's, so 2 tokens/s
+    // of a 10/s refill is demand at 1.6x the refill.
+    for (let i = 0; i < 7; i++) server.limitLeased('k', 0, TEN, { want: 1 });
     const id = server.limitLeased('k', 1, TEN, { rate: 2 }).lease!.id;
     at(500);
     const renewed = server.limitLeased('k', 0, TEN, { rate: 2, renew: id }).lease!;
     expect(renewed.id).toBe(id);
     expect(renewed.ttl_ms).toBe(500);
-    // 1.5 x 2 tokens/s of a 10 tokens/s refill: 30% of it (rounded up to whole parts, so its
-    // period rounds down to 333,333,122 ns), and 3 of its 10 tokens.
+    // 1.5 x 2 tokens/s of a 10 tokens/s refill, divided fairly among eight holders that want
+    // as much: an eighth of it (a token every 800 ms), and an eighth of its 10 tokens rounded
+    // down to a whole one.
     expect(renewed.share).toEqual({
-      capacity: 3,
-      refill_every_ns: 333_333_122,
+      capacity: 1,
+      refill_every_ns: 800_000_000,
       term_ms: 1_000,
-      next: { capacity: 3, refill_every_ns: 333_333_122 },
+      next: { capacity: 1, refill_every_ns: 800_000_000 },
     });
     at(600);
     const again = server.limitLeased('k', 0, TEN, { rate: 50, renew: id }).lease!;
     expect(again.share!.next).toEqual(renewed.share!.next);
+  });
+
+  it('grants a share only where the demand is well above the refill or one holder alone reaches it, and renews it while it stays', () => {
+    // 9 tokens/s of a 10/s refill, alone: a plain lease of the tokens wanted instead.
+    const near = new RateLimiterServer({} as Ctx, {}).limitLeased('k', 1, TEN, { rate: 9, want: 3 });
+    expect(near.lease).toEqual({ id: expect.any(Number), tokens: 3, ttl_ms: 10_000 });
+    // 6/s beside a plain lease, whose holder counts as asking as much (1.2x in all): the same.
+    const two = new RateLimiterServer({} as Ctx, {});
+    two.limitLeased('k', 0, TEN, { want: 1 });
+    expect(two.limitLeased('k', 1, TEN, { rate: 6, want: 1 }).lease!.share).toBeUndefined();
+    // 8/s beside it (1.6x in all): a share.
+    expect(two.limitLeased('k', 1, TEN, { rate: 8 }).lease!.share).toBeDefined();
+    // 10/s alone (1x): a share.
+    const server = new RateLimiterServer({} as Ctx, {});
+    const share = server.limitLeased('k', 1, TEN, { rate: 10 }).lease!;
+    expect(share.share).toBeDefined();
+    // Renewed while its holder alone reports at least half the refill; below, the renewal
+    // gets no next term and the share ends with its term.
+    at(500);
+    expect(server.limitLeased('k', 0, TEN, { rate: 5, renew: share.id }).lease!.share!.next).not.toBeNull();
+    at(1_500);
+    expect(server.limitLeased('k', 0, TEN, { rate: 4, renew: share.id }).lease!.share!.next).toBeNull();
+    at(4_000);
+    expect(server.getStatus('k').remaining).toBe(10);
   });
 
   it('settles a share by what its bucket has left', () => {
@@ -97,7 +127,7 @@ describe('limitLeased with a rate: shares', () => {
 });
 
 /** One isolate with shares on `server`, its calls counted, its background work collected. */
-function isolate(server: RateLimiterServer) {
+function isolate(server: RateLimiterServer, policy: RateLimiterOptions = TEN) {
   const calls: string[] = [];
   const stub = {
     limit: async (key: string, cost?: number, policy?: RateLimiterOptions) => {
@@ -116,7 +146,7 @@ function isolate(server: RateLimiterServer) {
   const local = new LocalLimits({ clock: () => Date.now(), shares: true });
   const background: Promise<unknown>[] = [];
   const owner = {};
-  const ask = () => local.limit(owner, 'o', stub, 'k', 1, TEN, (promise) => background.push(promise));
+  const ask = () => local.limit(owner, 'o', stub, 'k', 1, policy, (promise) => background.push(promise));
   return { local, ask, calls, background, owner };
 }
 
@@ -195,21 +225,24 @@ describe('LocalLimits with shares', () => {
     const local = new LocalLimits({ clock: () => Date.now(), shares: true });
     const background: Promise<unknown>[] = [];
     const owner = {};
-    // Other isolates keep the bucket low (a call every 50 ms); this one asks 20 a second for
-    // 3 s (a share: at least 8/s here), then 5 a second for 3 s (above 4/s, half of 8), then
-    // 2 a second.
+    // A bucket of 2 tokens that refills 10 a second: a share takes 8 tokens' refill, 40/s, and
+    // the object keeps one while the demand stays above 12/s (1.2x its refill). Other isolates
+    // keep the bucket low (a call every 50 ms); this one asks 50 a second for 3 s (a share),
+    // then 25 a second for 3 s (above 20/s, half of 40), then 14 a second (which the object
+    // would still renew).
+    const TWO: RateLimiterOptions = { max_tokens: 2, refill_every_seconds: 0.1 };
     const phases = [
-      { until: 3_000, everyMs: 50 },
-      { until: 6_000, everyMs: 200 },
-      { until: 9_000, everyMs: 500 },
+      { until: 3_000, everyMs: 20 },
+      { until: 6_000, everyMs: 40 },
+      { until: 9_000, everyMs: 70 },
     ];
     let start = 0;
     for (const { until, everyMs } of phases) {
       for (let ms = start; ms < until; ms += 1) {
         at(ms);
-        if (ms % 50 === 0) server.limit('k', 1, TEN);
+        if (ms % 50 === 0) server.limit('k', 1, TWO);
         if ((ms - start) % everyMs === 0) {
-          await local.limit(owner, 'o', stub, 'k', 1, TEN, (promise) => background.push(promise));
+          await local.limit(owner, 'o', stub, 'k', 1, TWO, (promise) => background.push(promise));
           await Promise.all(background.splice(0));
         }
       }
@@ -217,10 +250,66 @@ describe('LocalLimits with shares', () => {
     }
     const within = (from: number, to: number) => renewals.filter((t) => t >= from && t < to).length;
     expect(within(1_000, 3_000)).toBeGreaterThanOrEqual(1);
-    // One renewal a term while the demand is 5/s; none once it is 2/s (after the first term
+    // One renewal a term while the demand is 25/s; none once it is 14/s (after the first term
     // measured at that rate).
     expect(within(3_500, 6_000)).toBeGreaterThanOrEqual(2);
     expect(within(7_000, 9_000)).toBe(0);
+  });
+
+  it('near the refill its ask for a share comes back as a plain lease, which it spends locally', async () => {
+    const server = new RateLimiterServer({} as Ctx, {});
+    const a = isolate(server, BUSY);
+    const b = isolate(server, BUSY);
+    const admitted: number[] = [];
+    // Two isolates at 60 requests a second each on a bucket of 200 that refills 100 a second:
+    // worth a share for each (4/s here), but together 1.2x the refill and each below it.
+    for (let ms = 0; ms < 30_000; ms += 1) {
+      at(ms);
+      for (const { ask, background } of ms % 17 === 0 ? [a] : ms % 17 === 8 ? [b] : []) {
+        if ((await ask()).allowed) admitted.push(ms);
+        await Promise.all(background.splice(0));
+      }
+    }
+    const calls = [...a.calls, ...b.calls];
+    expect(calls.filter((c) => c === 'limitLeased').length).toBeGreaterThan(0);
+    expect(calls).not.toContain('renew');
+    // About 3,500 requests: about 900 decided here (their plain leases, and held denials);
+    // without spending those leases, under 300.
+    expect(a.local.localAnswers + b.local.localAnswers).toBeGreaterThan(600);
+    expect(admitted.length).toBeLessThanOrEqual(200 + 3_000);
+    expect(admitted.length).toBeGreaterThanOrEqual(0.95 * (200 + 3_000));
+  });
+
+  it('does not ask again when a renewal comes back without a next term: the share ends with its term', async () => {
+    const server = new RateLimiterServer({} as Ctx, {});
+    const renewals: { id: number; next: boolean }[] = [];
+    const stub = {
+      limit: async (key: string, cost?: number, policy?: RateLimiterOptions) => server.limit(key, cost, policy),
+      limitLeased: async (key: string, cost?: number, policy?: RateLimiterOptions, lease?: RateLimitLeaseRequest) => {
+        const answer = server.limitLeased(key, cost, policy, lease);
+        if (lease?.renew !== undefined && cost === 0) renewals.push({ id: lease.renew, next: answer.lease?.share?.next != null });
+        return answer;
+      },
+      settle: async (key: string, settlement: { id: number; used: number }) => server.settle(key, settlement),
+    };
+    const local = new LocalLimits({ clock: () => Date.now(), shares: true });
+    const background: Promise<unknown>[] = [];
+    const owner = {};
+    // 25 a second for 4 s (a share), then about 4.5 a second: enough to keep a share for this
+    // isolate (4/s), not for the object (5/s, half the refill, from a holder alone).
+    for (let ms = 0; ms < 10_000; ms += ms < 4_000 ? 40 : 220) {
+      at(ms);
+      await local.limit(owner, 'o', stub, 'k', 1, TEN, (promise) => background.push(promise));
+      await Promise.all(background.splice(0));
+    }
+    expect(renewals.filter((r) => r.next).length).toBeGreaterThanOrEqual(2);
+    const declined = renewals.filter((r) => !r.next);
+    expect(declined.length).toBeGreaterThanOrEqual(1);
+    // Each share is asked to continue at most once after the object declined.
+    for (const { id } of declined) {
+      const after = renewals.slice(renewals.findIndex((r) => r.id === id && !r.next) + 1);
+      expect(after.filter((r) => r.id === id)).toEqual([]);
+    }
   });
 
   it('reports its whole demand at the renewal that comes half a second after the grant', async () => {
