@@ -108,12 +108,13 @@ export class LocalLimits {
    * the object's over a lease (drift, a step back). An offset between the clocks costs
    * nothing: only durations cross.
    * `maxLease`: the most tokens asked for at once. `clock`: the time in ms (tests pass a
-   * fake one; Workers' `Date.now()` by default). `shares`: hold shares (a part of the
-   * bucket's refill, renewed in the background) instead of plain leases. `maxHoldMs`: the
+   * fake one; Workers' `Date.now()` by default). `shares` (default true): once a bucket
+   * runs low, hold shares (a part of the bucket's refill, renewed in the background); false
+   * holds plain leases only. `maxHoldMs`: the
    * longest a denial is held here (a block's whole time by default): how late this isolate
    * may learn of an `unblock`, `reset` or refund at the object.
    */
-  constructor({ marginMs = 100, maxLease = 1_000, clock = Date.now, shares = false, maxHoldMs = Infinity } = {}) {
+  constructor({ marginMs = 100, maxLease = 1_000, clock = Date.now, shares = true, maxHoldMs = Infinity } = {}) {
     if (!(Number.isFinite(marginMs) && marginMs >= 0 && marginMs < 10_000)) {
       throw new RangeError(`local.marginMs must be a number from 0 to 9999, got ${marginMs}`);
     }
@@ -148,8 +149,33 @@ export class LocalLimits {
       return stubOf(stub).limit(key, cost, policy);
     }
     const entry = this.#entry(owner, scope, key, policy);
-    if (this.#shares) return this.#shared(entry, stub, key, cost, policy, waitUntil);
-    return this.#leased(entry, stub, key, cost, policy, waitUntil);
+    const local = this.#decide(entry, cost, policy);
+    if (local !== null) {
+      if (entry.renewDue) this.#renew(entry, stub, key, policy, waitUntil);
+      return this.#here(local);
+    }
+    if (this.#shares) return this.#sharedCall(entry, stub, key, cost, policy, waitUntil);
+    return this.#leasedCall(entry, stub, key, cost, policy, waitUntil);
+  }
+
+  /**
+   * The decision on `entry` when this isolate makes it at once, without a call; else null.
+   * Sets `entry.renewDue` when the lease or share that made it is due for renewal.
+   */
+  #decide(entry, cost, policy) {
+    return this.#shares ? this.#sharedNow(entry, cost, policy) : this.#localAnswer(entry, cost);
+  }
+
+  /** Starts the renewal of the share or lease held on `entry` in the background. */
+  #renew(entry, stub, key, policy, waitUntil) {
+    if (entry.leasing) return;
+    // (A renewal that fails leaves the share to end with its term, the lease it settled to
+    // expire: fully used.)
+    if (entry.share !== null) {
+      inBackground(entry, () => this.#shareCall(entry, stubOf(stub), key, 0, policy, true), waitUntil);
+    } else if (entry.next === null) {
+      inBackground(entry, () => this.#renewal(entry, stubOf(stub), key, policy), waitUntil);
+    }
   }
 
   /**
@@ -186,19 +212,24 @@ export class LocalLimits {
 
   /**
    * The decision of `limit()` when this isolate's live lease or held denial makes it without a
-   * call and without waiting; else null (nothing changed: `limit()` decides). Plain leases
-   * only (with shares, every request counts towards the demand). For the middleware, which
-   * knows the decision is local: not marked for decidedHere.
+   * call and without waiting; else null (nothing changed: `limit()` decides). For the
+   * middleware, which knows the decision is local: not marked for decidedHere.
    */
   #decideNow(owner, scope, key, cost, policy) {
     this.#due = null;
-    if (this.#shares || typeof key !== 'string' || typeof cost !== 'number' || !(cost >= 0 && cost < Infinity)) return null;
+    if (typeof key !== 'string' || typeof cost !== 'number' || !(cost >= 0 && cost < Infinity)) return null;
     const number = this.#owners.get(owner);
     if (number === undefined || !plain(policy)) return null;
     const entry = this.#entries.get(entryName(number, scope, key, policy));
     if (entry === undefined) return null;
-    const local = this.#localAnswer(entry, cost);
-    if (local === null) return null;
+    // The request counts towards the demand once: here only when decided here.
+    const { demand, demandSince } = entry;
+    const local = this.#decide(entry, cost, policy);
+    if (local === null) {
+      entry.demand = demand;
+      entry.demandSince = demandSince;
+      return null;
+    }
     this.localAnswers += 1;
     if (entry.renewDue) {
       this.#due = entry;
@@ -214,7 +245,7 @@ export class LocalLimits {
     renewLease = (limits, stub, waitUntil) => {
       const entry = limits.#due;
       limits.#due = null;
-      if (entry !== null) limits.#renewInBackground(entry, stub, limits.#dueKey, limits.#duePolicy, waitUntil);
+      if (entry !== null) limits.#renew(entry, stub, limits.#dueKey, limits.#duePolicy, waitUntil);
     };
   }
 
@@ -225,19 +256,17 @@ export class LocalLimits {
     return decision;
   }
 
-  /** A request decided with plain leases and the denial cache. */
-  async #leased(entry, stub, key, cost, policy, waitUntil) {
-    const local = this.#localAnswer(entry, cost);
-    if (local !== null) {
-      if (entry.renewDue) this.#renewInBackground(entry, stub, key, policy, waitUntil);
-      return this.#here(local);
-    }
-    if (entry.leasing) {
-      const denied = this.#deniedInFlight(entry, cost);
-      if (denied !== null) return denied;
-      return this.#plainCall(entry, stubOf(stub), key, cost, policy);
-    }
+  /** A request plain leases and the denial cache did not decide here: a call. */
+  async #leasedCall(entry, stub, key, cost, policy, waitUntil) {
+    if (entry.leasing) return this.#whileInFlight(entry, stub, key, cost, policy);
     return leasing(entry, () => this.#call(entry, stubOf(stub), key, cost, policy, waitUntil));
+  }
+
+  /** A request while this isolate's call on `entry` is in flight: denied here, or a plain call. */
+  #whileInFlight(entry, stub, key, cost, policy) {
+    const denied = this.#deniedInFlight(entry, cost);
+    if (denied !== null) return denied;
+    return this.#plainCall(entry, stubOf(stub), key, cost, policy);
   }
 
   /**
@@ -265,7 +294,7 @@ export class LocalLimits {
     entry.previousAt = now;
     if (entry.plainCalls === 0) entry.plainSince = now;
     const bucket = bucketOf(policy, entry.last);
-    if (cost > 0 && bucket !== null) {
+    if (cost > 0 && bucket !== null && cost <= bucket.maxTokens) {
       const admissible = bucket.maxTokens + Math.floor((now - entry.plainSince) / bucket.intervalMs);
       if (entry.plainCost + cost > admissible) return this.#here(overBound(entry.last, bucket));
     }
@@ -298,11 +327,9 @@ export class LocalLimits {
     lease.used += units;
     // Far from the limit, a busy bucket's next lease is asked for once half of this one is
     // spent, in the background: no request then waits for a lease call or makes a plain call.
-    // (Not with shares: there the lease ahead moved isolates to shares sooner and lost
-    // admissions in the simulation.)
     entry.renewDue =
       now - entry.previousAt <= BUSY_MS && entry.next === null && !entry.leasing &&
-      2 * lease.used > lease.billionths && !this.#shares && farFromTheLimit(entry);
+      2 * lease.used > lease.billionths && farFromTheLimit(entry);
     entry.previousAt = now;
     const last = entry.last;
     const nextLeft = entry.next === null ? 0 : entry.next.billionths - entry.next.used;
@@ -380,15 +407,9 @@ export class LocalLimits {
 
   /**
    * The renewal ahead of time (docs/SPEC.md, 10.5): a call of cost 0 that settles the leases
-   * this isolate no longer spends and asks for the next lease, which waits until the current one cannot
-   * cover a request. In the background: `waitUntil` keeps it alive; no request awaits it.
+   * this isolate no longer spends and asks for the next lease, which waits until the current
+   * one cannot cover a request. In the background (#renew): no request awaits it.
    */
-  #renewInBackground(entry, stub, key, policy, waitUntil) {
-    if (entry.leasing || entry.next !== null) return;
-    // (A renewal that fails leaves the lease it settled to expire: fully used.)
-    inBackground(entry, () => this.#renewal(entry, stubOf(stub), key, policy), waitUntil);
-  }
-
   async #renewal(entry, stub, key, policy) {
     const sent = this.#clock();
     entry.want = Math.min(this.#maxLease, Math.max(1, entry.want * 2));
@@ -400,57 +421,57 @@ export class LocalLimits {
   }
 
   /**
-   * A request on a bucket with shares: decided by the share while it holds the cost; denied
-   * here when it does not and the object had no room either when it last answered; else one
-   * call that also asks for (or tops up) the share. Renewal happens in the background, and
-   * requests meanwhile decide against the share still held, never making calls of their own.
+   * A request on a bucket with shares, decided here: by the share while it holds the cost,
+   * denied when it does not and the object had no room either when it last answered, or while
+   * this isolate's call is in flight (renewals run in the background, and requests meanwhile
+   * decide against the share still held); without a share, by a plain lease or a held denial.
    */
-  async #shared(entry, stub, key, cost, policy, waitUntil) {
+  #sharedNow(entry, cost, policy) {
     const now = this.#clock();
-    // Demand is measured since the last report, or over at most DEMAND_MS without one: the
-    // requests after the one that starts the measure.
-    if (entry.demandSince === null || (entry.share === null && now - entry.demandSince > DEMAND_MS)) {
-      entry.demand = 0;
-      entry.demandSince = now;
-    } else {
-      entry.demand += cost;
+    countDemand(entry, cost, now);
+    entry.renewDue = false;
+    const share = entry.share;
+    if (share !== null && !share.advance(now)) entry.share = null;
+    if (entry.share === null) return this.#localAnswer(entry, cost);
+    // A cost the bucket can never admit is the object's to answer (retry_after_ms null).
+    if (aboveCapacity(cost, policy, entry)) return null;
+    const whole = Number.isInteger(cost);
+    let allowed = true;
+    if (!(whole && share.take(cost, now))) {
+      if (now < entry.deniedUntil && cost > 0) return heldDenial(entry, now);
+      // (A token the object reported as coming has come by now.)
+      const last = entry.last;
+      const noRoom = last === null || (last.remaining < cost && now < entry.lastAt + last.reset_in_ms);
+      if (!(whole && cost > 0 && (noRoom || entry.leasing))) return null;
+      allowed = false;
     }
-    let share = entry.share;
-    if (share !== null && !share.advance(now)) share = entry.share = null;
+    // Once the bucket has room again, or its holder's demand no longer is worth a share, the
+    // share is left to end with its term.
+    entry.renewDue =
+      !entry.leasing && share.dueAt(now) && underPressure(entry) && worthAShare(entry, policy, now, KEEP_SHARE);
+    return this.#shareAnswer(entry, allowed, cost, now);
+  }
+
+  /**
+   * A request on a bucket with shares that was not decided here: a call that asks for (or
+   * tops up) a share when the bucket runs low and this isolate has the demand for one, else
+   * one of plain leases.
+   */
+  async #sharedCall(entry, stub, key, cost, policy, waitUntil) {
+    const now = this.#clock();
+    const share = entry.share;
     // While the bucket has room, plain leases serve as well and split nothing: a share is
     // asked for only once the bucket runs low, and only by an isolate with the demand for one
-    // (SHARE_TOKENS; with less, plain leases and held denials do better).
-    if (share === null && (!underPressure(entry) || !worthAShare(entry, policy, now))) {
-      return this.#leased(entry, stub, key, cost, policy, waitUntil);
+    // (SHARE_TOKENS; with less, plain leases and held denials do better), for a whole cost (a
+    // share holds whole tokens: a fractional cost is the main bucket's).
+    if (
+      (share === null && (!Number.isInteger(cost) || !underPressure(entry) || !worthAShare(entry, policy, now))) ||
+      aboveCapacity(cost, policy, entry)
+    ) {
+      return this.#leasedCall(entry, stub, key, cost, policy, waitUntil);
     }
-    // Near the refill the object answers a call for a share with a plain lease: spent first.
-    if (share === null) {
-      const local = this.#localAnswer(entry, cost);
-      if (local !== null) return this.#here(local);
-    }
-    const whole = Number.isInteger(cost);
-    if (share !== null && whole && share.take(cost, now)) {
-      this.#renewIfDue(entry, stub, key, policy, waitUntil, now);
-      return this.#here(this.#shareAnswer(entry, true, cost, now));
-    }
-    if (now < entry.deniedUntil && cost > 0) return this.#here(heldDenial(entry, now));
-    // The share is empty: denied here if the object had no room either when it last answered;
-    // else the object is asked (a top-up), as the bucket alone would have admitted it.
-    // (A token the object reported as coming has come by now.)
-    const noRoom =
-      entry.last === null || (entry.last.remaining < cost && now < entry.lastAt + entry.last.reset_in_ms);
-    if (share !== null && whole && cost > 0 && noRoom) {
-      this.#renewIfDue(entry, stub, key, policy, waitUntil, now);
-      return this.#here(this.#shareAnswer(entry, false, cost, now));
-    }
-    if (entry.leasing) {
-      // A call is in flight: with a share (empty) or after a denial, this request is denied
-      // here; only before anything is known does it make a plain call of its own.
-      if (share !== null && whole && cost > 0) return this.#here(this.#shareAnswer(entry, false, cost, now));
-      const denied = this.#deniedInFlight(entry, cost);
-      if (denied !== null) return denied;
-      return this.#plainCall(entry, stubOf(stub), key, cost, policy);
-    }
+    // Before anything is known, a request made while a call is in flight makes its own.
+    if (entry.leasing) return this.#whileInFlight(entry, stub, key, cost, policy);
     // Asks for a share only once requests keep coming; the first one makes a plain call.
     const busy = now - entry.previousAt <= BUSY_MS;
     entry.previousAt = now;
@@ -495,16 +516,6 @@ export class LocalLimits {
     }
     const held = entry.share?.advance(received) ? entry.share.tokens : share === null && entry.lease !== null ? granted.tokens : 0;
     return { ...decision, remaining: decision.remaining + held };
-  }
-
-  /** Starts a share's renewal in the background when it is due and no call is in flight. */
-  #renewIfDue(entry, stub, key, policy, waitUntil, now) {
-    if (entry.leasing || entry.share === null || !entry.share.dueAt(now)) return;
-    // Once the bucket has room again, or its holder's demand no longer is worth a share, the
-    // share is left to end with its term.
-    if (!underPressure(entry) || !worthAShare(entry, policy, now, KEEP_SHARE)) return;
-    // (A renewal that fails leaves the share to end with its term.)
-    inBackground(entry, () => this.#shareCall(entry, stubOf(stub), key, 0, policy, true), waitUntil);
   }
 
   /** A decision made by the share: the bucket as last reported, plus the share's tokens. */
@@ -640,6 +651,19 @@ const PRESSURE = 0.25;
 const DEMAND_MS = 10_000;
 
 /**
+ * Counts a request of `cost` towards the demand on `entry`: since the last report, or over at
+ * most DEMAND_MS without a share (the requests after the one that starts the measure).
+ */
+function countDemand(entry, cost, now) {
+  if (entry.demandSince === null || (entry.share === null && now - entry.demandSince > DEMAND_MS)) {
+    entry.demand = 0;
+    entry.demandSince = now;
+  } else {
+    entry.demand += cost;
+  }
+}
+
+/**
  * The tokens per second asked for on `entry` since its demand was last reset, over at least a
  * second: when less has passed since the share held was granted or renewed, the rate reported
  * then fills the rest of the second (its first renewal comes half a second after its grant,
@@ -668,10 +692,18 @@ const SHARE_TOKENS = 8;
  */
 const KEEP_SHARE = 0.5;
 
+/**
+ * Buckets that refill more slowly than a token this often are not shared: a share's term
+ * (1 s) would bring its holder less than a token, so it would only hold capacity away from the
+ * object, and held denials already keep the calls to about one per token given out.
+ */
+const SLOWEST_SHARED_INTERVAL_MS = 1_000;
+
 /** Whether the demand on `entry` is enough for a share (`part` of SHARE_TOKENS' refill). */
 function worthAShare(entry, policy, now, part = 1) {
   const bucket = bucketOf(policy, entry.last);
   if (bucket === null) return true;
+  if (bucket.intervalMs > SLOWEST_SHARED_INTERVAL_MS) return false;
   const refillOfAToken = 1_000 / (bucket.intervalMs * bucket.maxTokens);
   return demandRate(entry, now) >= part * SHARE_TOKENS * refillOfAToken;
 }
@@ -739,6 +771,12 @@ function bucketOf(policy, last) {
     return { maxTokens: last.limit, intervalMs: last.window_ms / last.limit };
   }
   return null;
+}
+
+/** Whether `cost` is more than the bucket's capacity (as far as this isolate knows it). */
+function aboveCapacity(cost, policy, entry) {
+  const bucket = bucketOf(policy, entry.last);
+  return bucket !== null && cost > bucket.maxTokens;
 }
 
 /** A denial for a request beyond what the bucket can admit: the next token at the earliest. */

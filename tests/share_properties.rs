@@ -690,6 +690,39 @@ fn a_top_up_raises_the_refill_only_up_to_what_the_holder_wants() {
     }
 }
 
+/// On an overloaded key (demand beside others at least 1.5x the refill) a share holds at
+/// most a third of what its holder wants, even after top-ups: its holder then drains it at
+/// twice its refill, and the rest of the refill stays at the object for the others.
+#[test]
+fn an_overloaded_share_holds_a_third_of_what_its_holder_wants() {
+    let now = at(0.0);
+    let one = Cost::new(1.0).unwrap();
+    let mut l = limiter(10.0, 0.1);
+    // Four plain leases whose holders count as asking 4 tokens/s each: 20/s on a 10/s key.
+    for _ in 0..4 {
+        let leased = l.limit_leased(KEY, one, None, None, one, now).unwrap();
+        assert!(leased.lease.is_some());
+    }
+    let ask = LeaseAsk {
+        want: Cost::ZERO,
+        rate: 4.0,
+        renew: None,
+    };
+    let share = l.limit_shared(KEY, one, None, None, ask, now).unwrap();
+    let share = share.lease.expect("a share");
+    assert!(share.parts > 0 && share.parts <= share.wanted / 3);
+    let top_up = LeaseAsk {
+        want: Cost::new(2.0).unwrap(),
+        rate: 0.0,
+        renew: Some(share.id),
+    };
+    for _ in 0..3 {
+        let topped = l.limit_shared(KEY, one, None, None, top_up, now).unwrap();
+        let topped = topped.lease.expect("the share, topped up");
+        assert!(topped.parts <= share.wanted / 3);
+    }
+}
+
 /// A lone holder at overload decides on its own: after its share is granted, a thousand
 /// requests over ten seconds make no call but its renewals, and it admits what the bucket
 /// refills.

@@ -21,21 +21,24 @@ export const MODES = {
     build: ({ stub, key, policy }) => () => stub.limit(key, 1, policy),
   },
 
-  /** Today's LocalLimits, called as the middleware's `local` mode calls it. */
+  /** LocalLimits with plain leases and the denial cache only, called as the middleware calls it. */
   leases: {
-    describe: 'LocalLimits (leases and the denial cache), as the middleware local mode',
+    describe: 'LocalLimits with plain leases and the denial cache (local: { shares: false })',
     build: ({ stub, clock, waitUntil, key, scope, policy, lib }) => {
-      const local = new lib.LocalLimits({ clock });
+      const local = new lib.LocalLimits({ clock, shares: false });
       const namespace = {}; // the isolate's binding object: LocalLimits keys its entries by it
       return () => local.limit(namespace, scope, stub, key, 1, policy, waitUntil);
     },
   },
 
-  /** LocalLimits with shares: a part of the refill per isolate, renewed in the background. */
+  /**
+   * LocalLimits as `local: true` makes it: plain leases while the bucket has room, shares of
+   * its refill where the demand is worth one (a share, renewed in the background).
+   */
   shares: {
-    describe: 'LocalLimits with shares (local: { shares: true })',
+    describe: 'LocalLimits with shares (local: true)',
     build: ({ stub, clock, waitUntil, key, scope, policy, lib }) => {
-      const local = new lib.LocalLimits({ clock, shares: true });
+      const local = new lib.LocalLimits({ clock });
       const namespace = {};
       return () => local.limit(namespace, scope, stub, key, 1, policy, waitUntil);
     },

@@ -15,7 +15,7 @@ export const CALLS_ALLOWANCE = 1.5;
 /** The least efficiency of the default mode in an overload cell (demand of 2x or more). */
 export const EFFICIENCY_FLOOR = 0.9;
 /** The mode of `local: true` (the middleware's local decisions by default). */
-export const DEFAULT_MODE = 'leases';
+export const DEFAULT_MODE = 'shares';
 /** The eviction rate of a cell that sets none (run.mjs's default). */
 const DEFAULT_EVICTIONS = 0.01;
 

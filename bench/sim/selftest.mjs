@@ -180,9 +180,9 @@ export async function selftest(lib, log = console.log) {
   // records are told apart.
   const base = { isolates: 4, demand: 10, split: 'even', rttMs: 50, maxTokens: 10, refillSeconds: 0.1, evictPerSecond: 0.01, seed: 1 };
   const was = [
-    { ...base, mode: 'leases', efficiency: 0.99, callsPerSecond: 20 },
-    { ...base, mode: 'shares', efficiency: 0.95, callsPerSecond: 2 },
-    { ...base, mode: 'leases', failShare: 0.05, efficiency: 0.7, callsPerSecond: 20 },
+    { ...base, mode: 'shares', efficiency: 0.99, callsPerSecond: 20 },
+    { ...base, mode: 'leases', efficiency: 0.95, callsPerSecond: 2 },
+    { ...base, mode: 'shares', failShare: 0.05, efficiency: 0.7, callsPerSecond: 20 },
   ];
   const recorded = figuresOf(was);
   const now = (changes) => was.map((c, k) => ({ ...c, ...(changes[k] ?? {}) }));

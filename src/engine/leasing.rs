@@ -8,8 +8,9 @@ use super::lease::{Lease, Term, LEASE_TTL_NANOS, SHARE_TERM_NANOS};
 use super::limiter::{give_back, LeaseAsk, Limiter, Settlement};
 use super::options::{Cost, Options, UNITS_PER_TOKEN};
 use super::share::{
-    allocate, billionths_of, free_parts, free_units, main_period, main_period_beside, others,
-    out_at, rescale, share_due, term_units, wanted_parts, GRANT_FROM, RATE_PARTS, RENEW_FROM,
+    allocate, billionths_of, demand, demand_of_parts, free_parts, free_units, main_period,
+    main_period_beside, others, out_at, parts_cap, refills, rescale, share_due, term_units,
+    wanted_parts, GRANT_FROM, RATE_PARTS, RENEW_FROM,
 };
 use super::time::Instant;
 use super::view::View;
@@ -71,7 +72,10 @@ impl Limiter {
         // reaches it (11.7); else a plain lease.
         if ask.rate > 0.0
             && ask.renew.is_none()
-            && share_due(&view.live, ask.rate, GRANT_FROM, &options, now)
+            && share_due(
+                demand(&view.live, refills(ask.rate, &options), now),
+                GRANT_FROM,
+            )
         {
             return self.new_share(key, view, share_ask, state, now);
         }
@@ -101,13 +105,20 @@ impl Limiter {
             share.wanted = wanted_parts(rate, &options);
         }
         let others = others(&view.live, share.id);
+        let own = if renewing {
+            refills(rate, &options)
+        } else {
+            demand_of_parts(share.wanted)
+        };
+        let demand = demand(&others, own, now);
         // Once neither the demand on the key nor its holder's own is due a share, the share
         // ends with its term: plain leases serve there.
-        if renewing && share.next.is_none() && share_due(&others, rate, RENEW_FROM, &options, now) {
+        if renewing && share.next.is_none() && share_due(demand, RENEW_FROM) {
             let until = share.expires_at.saturating_add(SHARE_TERM_NANOS);
             share.next = Some(allocate(
                 &others,
                 share.wanted,
+                parts_cap(share.wanted, demand),
                 &options,
                 share.expires_at,
                 until,
@@ -133,8 +144,8 @@ impl Limiter {
             let main_parts = RATE_PARTS.saturating_sub(out_at(&view.live, &options, now).parts);
             let free_parts =
                 free_parts(&others, &options, now, share.expires_at).saturating_sub(share.parts);
-            let extra =
-                (main_parts.min(free_parts) / 2).min(share.wanted.saturating_sub(share.parts));
+            let cap = parts_cap(share.wanted, demand);
+            let extra = (main_parts.min(free_parts) / 2).min(cap.saturating_sub(share.parts));
             if extra > 0 {
                 let before = main_period(&options, RATE_PARTS - main_parts);
                 let after = main_period(&options, RATE_PARTS - main_parts + extra);
@@ -168,8 +179,9 @@ impl Limiter {
     ) -> Grant {
         let options = view.options;
         let wanted = wanted_parts(rate, &options);
+        let cap = parts_cap(wanted, demand(&view.live, refills(rate, &options), now));
         let until = now.saturating_add(SHARE_TERM_NANOS);
-        let mut term = allocate(&view.live, wanted, &options, now, until);
+        let mut term = allocate(&view.live, wanted, cap, &options, now, until);
         // The share's capacity leaves the main bucket's: what no longer fits there moves
         // into the share. A top-up (when the call was allowed) may raise its capacity, as
         // far as the others leave it free. The share gets whole tokens (its holder's bucket

@@ -126,30 +126,61 @@ pub const GRANT_FROM: ShareFrom = ShareFrom { all: 1.5, own: 1.0 };
 /// end and grant shares by turns.
 pub const RENEW_FROM: ShareFrom = ShareFrom { all: 1.2, own: 0.5 };
 
-/// Whether a holder that expects to need `rate` tokens per second, beside the holders of
-/// `others` at `at`, is due a share by `from` (a share holder counts as its parts want, a
-/// plain lease's holder as this one).
-pub fn share_due(
-    others: &[Lease],
-    rate: f64,
-    from: ShareFrom,
-    options: &Options,
-    at: Instant,
-) -> bool {
-    let interval_seconds = options.interval_nanos() as f64 / 1e9;
-    let own = rate * interval_seconds;
+/// The demand on a key over its refill: of the holder asking (`own`), and of all its holders
+/// (`all`: a share's holder counts as its parts want, a plain lease's as the one asking).
+#[derive(Debug, Clone, Copy)]
+pub struct Demand {
+    pub own: f64,
+    pub all: f64,
+}
+
+/// The demand beside `others` at `at` of a holder whose own demand is `own` refills.
+pub fn demand(others: &[Lease], own: f64, at: Instant) -> Demand {
     let all = others
         .iter()
         .filter(|l| l.ends_at() > at)
         .fold(own, |sum, l| {
-            let theirs = if l.is_share() {
-                f64::from(l.wanted) / (1.5 * f64::from(RATE_PARTS))
+            sum + if l.is_share() {
+                demand_of_parts(l.wanted)
             } else {
                 own
-            };
-            sum + theirs
+            }
         });
-    own >= from.own || all >= from.all
+    Demand { own, all }
+}
+
+/// `rate` tokens per second in refills of the key.
+pub fn refills(rate: f64, options: &Options) -> f64 {
+    rate * options.interval_nanos() as f64 / 1e9
+}
+
+/// The demand (in refills) a share's holder reported, from the parts it wants.
+pub fn demand_of_parts(wanted: u32) -> f64 {
+    f64::from(wanted) / (1.5 * f64::from(RATE_PARTS))
+}
+
+/// Whether that demand is due a share by `from`.
+pub fn share_due(demand: Demand, from: ShareFrom) -> bool {
+    demand.own >= from.own || demand.all >= from.all
+}
+
+/// Where the demand on a key is at least this many times its refill, it is overloaded: a
+/// share then holds at most a third of the parts its holder wants (half its demand), so that
+/// its holder drains its sub-bucket at twice its refill and it never fills unused, and the
+/// rest of the refill serves the others at the object, where their variance pools.
+pub const OVERLOADED: f64 = 1.5;
+
+/// What an overloaded key's share holds of the parts its holder wants: a third.
+const OVERLOADED_DIVISOR: u32 = 3;
+
+/// The most parts a share may hold of the `wanted` its holder asks for, by the demand (a
+/// holder alone on its key gets what it wants: there is no other demand to pool).
+pub fn parts_cap(wanted: u32, demand: Demand) -> u32 {
+    if demand.all >= OVERLOADED && demand.all > demand.own {
+        wanted / OVERLOADED_DIVISOR
+    } else {
+        wanted
+    }
 }
 
 /// The terms of a share asked for with `wanted` parts, for a term from `from`, beside
@@ -161,6 +192,7 @@ pub fn share_due(
 pub fn allocate(
     others: &[Lease],
     wanted: u32,
+    cap: u32,
     options: &Options,
     from: Instant,
     until: Instant,
@@ -169,7 +201,7 @@ pub fn allocate(
     let free_parts = RATE_PARTS.saturating_sub(taken.parts);
     let all_wanted = all_wanted(others, wanted, from);
     let fair = u64::from(RATE_PARTS) * u64::from(wanted) / all_wanted.max(1);
-    let parts = fair.min(wanted.into()).min(free_parts.into()) as u32;
+    let parts = fair.min(cap.into()).min(free_parts.into()) as u32;
     let unit = options.unit();
     let free_tokens = options.capacity_units().saturating_sub(taken.units) / unit;
     let fair_tokens = u128::from(options.max_tokens()) * u128::from(parts) / u128::from(RATE_PARTS);
@@ -184,7 +216,7 @@ pub fn allocate(
     let parts = if parts == 0 {
         0
     } else {
-        parts.max(of_tokens.min(wanted).min(free_parts))
+        parts.max(of_tokens.min(cap).min(free_parts))
     };
     // The main bucket keeps a whole token while it keeps parts of the refill: without one,
     // its refill would be lost.

@@ -65,8 +65,13 @@ function isolate(server: RateLimiterServer, options: LocalLimitsOptions = {}, yi
   const { stub, calls, stats } = stubOf(server, yields);
   const local = new LocalLimits({ clock: () => Date.now(), ...options });
   const owner = {};
-  const ask = (cost: number = 1, policy: RateLimiterOptions | undefined = SLOW, key = 'k') =>
-    local.limit(owner, 'o', stub, key, cost, policy);
+  // A decision made here resolves in fewer microtask turns than a call of the stub: the turns
+  // after it stand for the time between requests, in which a background call answers.
+  const ask = async (cost: number = 1, policy: RateLimiterOptions | undefined = SLOW, key = 'k') => {
+    const decision = await local.limit(owner, 'o', stub, key, cost, policy);
+    for (let i = 0; i < 8; i++) await null;
+    return decision;
+  };
   return { local, ask, calls, stats, stub, owner };
 }
 
@@ -131,9 +136,9 @@ describe('LocalLimits', () => {
     expect(server.getStatus('k').remaining).toBe(1_000_000 - 2001);
   });
 
-  it('no lease is asked for ahead of time near the limit, nor with shares', async () => {
+  it('no lease is asked for ahead of time near the limit; far from it, shares take the same leases as plain leases', async () => {
     // 100 tokens: below half of them left, every lease call is a request's own.
-    const near = isolate(newServer());
+    const near = isolate(newServer(), { shares: false });
     const policy = { max_tokens: 100, refill_every_seconds: 3600 };
     for (let i = 0; i < 100; i++) {
       at(i);
@@ -143,13 +148,21 @@ describe('LocalLimits', () => {
     const aheadWhenLow = near.calls.filter((c) => c.cost === 0 && c.sent >= 60);
     expect(aheadWhenFull.length).toBeGreaterThan(0);
     expect(aheadWhenLow).toEqual([]);
-    // With shares, far from the limit too: the isolate's plain leases are taken as before.
-    const shared = isolate(newServer(), { shares: true });
-    for (let i = 0; i < 2000; i++) {
-      at(Math.floor(i / 4));
-      await shared.ask(1, BIG);
-    }
-    expect(shared.calls.filter((c) => c.cost === 0)).toEqual([]);
+    // Far from the limit, shares change nothing: the same plain leases, asked for ahead of time.
+    const far = [false, true].map((shares) => {
+      const one = isolate(newServer(), { shares });
+      return async () => {
+        for (let i = 0; i < 2000; i++) {
+          at(Math.floor(i / 4));
+          await one.ask(1, BIG);
+        }
+        return one.calls.map(({ method, cost, lease, sent }) => ({ method, cost, want: lease?.want, sent }));
+      };
+    });
+    const plain = await far[0]!();
+    const shared = await far[1]!();
+    expect(plain.filter((c) => c.cost === 0).length).toBeGreaterThan(5);
+    expect(shared).toEqual(plain);
   });
 
   it('requests that make plain calls while a slow lease call is in flight keep the bucket busy', async () => {
@@ -199,9 +212,9 @@ describe('LocalLimits', () => {
     [0.25, 400, 200],
     [3, 100, 16],
     [7, 100, 7],
-  ])('cost %d: %d requests on max_tokens 50 admit exactly %d, in order, with no token lost', async (cost, n, admitted) => {
+  ])('plain leases, cost %d: %d requests on max_tokens 50 admit exactly %d, in order, with no token lost', async (cost, n, admitted) => {
     const server = newServer();
-    const { ask, local } = isolate(server);
+    const { ask, local } = isolate(server, { shares: false });
     const answers: boolean[] = [];
     for (let i = 0; i < n; i++) {
       at(i * 3);
@@ -214,10 +227,12 @@ describe('LocalLimits', () => {
     expect(server.getStatus('k').remaining).toBeCloseTo(50 - admitted * cost, 9);
   });
 
-  it('a denial is answered locally, the same but for a shrinking retry_after_ms, until it has passed', async () => {
+  // A bucket that refills a token every 10 s is never shared (a 1 s term would bring a share
+  // less than a token): by default too, its denials are held as with plain leases.
+  it.each([{ shares: false }, {}])('a denial is answered locally, the same but for a shrinking retry_after_ms, until it has passed (%o)', async (options) => {
     const server = newServer();
     const policy = { max_tokens: 5, refill_every_seconds: 10 };
-    const { ask, local } = isolate(server);
+    const { ask, local, calls } = isolate(server, options);
     let denial: RateLimitDecision | undefined;
     for (let i = 0; i < 10 && denial === undefined; i++) {
       at(i);
@@ -240,6 +255,7 @@ describe('LocalLimits', () => {
     const after = await ask(1, policy);
     expect(local.calls).toBe(callsBefore + 1);
     expect(after.allowed).toBe(true);
+    expect(calls.filter((c) => c.lease?.rate !== undefined)).toEqual([]);
   });
 
   it("a penalty's block is held here whole: one call for its 15 minutes, each answer with the time left", async () => {
@@ -328,10 +344,10 @@ describe('LocalLimits', () => {
     expect((await ask(1, policy)).retry_after_ms).toBe(5_000);
   });
 
-  it('after a denial, requests while its call is in flight are denied here, not called', async () => {
+  it('plain leases: after a denial, requests while its call is in flight are denied here, not called', async () => {
     const server = newServer();
     const policy = { max_tokens: 2, refill_every_seconds: 60 };
-    const { ask, local, stats } = isolate(server, {}, 5);
+    const { ask, local, stats } = isolate(server, { shares: false }, 5);
     expect((await ask(2, policy)).allowed).toBe(true);
     expect((await ask(1, policy)).allowed).toBe(false);
     at(60_000); // the hold has passed: the next request calls, the others wait for nothing

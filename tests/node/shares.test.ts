@@ -47,14 +47,15 @@ describe('limitLeased with a rate: shares', () => {
     const renewed = server.limitLeased('k', 0, TEN, { rate: 2, renew: id }).lease!;
     expect(renewed.id).toBe(id);
     expect(renewed.ttl_ms).toBe(500);
-    // 1.5 x 2 tokens/s of a 10 tokens/s refill, divided fairly among eight holders that want
-    // as much: an eighth of it (a token every 800 ms), and an eighth of its 10 tokens rounded
-    // down to a whole one.
+    // The holder wants 1.5 x 2 tokens/s of a 10 tokens/s refill (an eighth of it, divided
+    // fairly among eight holders that want as much). The key is overloaded (1.6x its refill,
+    // from more than this holder), so the share holds a third of that: about a token a second
+    // (its parts rounded down, so a little slower), and one whole token of capacity.
     expect(renewed.share).toEqual({
       capacity: 1,
-      refill_every_ns: 800_000_000,
+      refill_every_ns: 1_000_005_723,
       term_ms: 1_000,
-      next: { capacity: 1, refill_every_ns: 800_000_000 },
+      next: { capacity: 1, refill_every_ns: 1_000_005_723 },
     });
     at(600);
     const again = server.limitLeased('k', 0, TEN, { rate: 50, renew: id }).lease!;

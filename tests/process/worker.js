@@ -13,10 +13,11 @@
 //   /mw?class=&do=&name=&max=&every=&local=   rateLimit({ binding, policy: { name, max_tokens,
 //                                             refill_every_seconds }, key: do, local }): 200
 //                                             "allowed" / its 429 / its 503; local=1 uses this
-//                                             isolate's one LocalLimits, local=2 its one with
-//                                             shares, else per-request RPC
-//   /local-stats                              { calls, local_answers, shares_calls,
-//                                             shares_local_answers } of those LocalLimits
+//                                             isolate's one LocalLimits (`local: true`),
+//                                             local=2 its one with plain leases only
+//                                             (`local: { shares: false }`), else per-request RPC
+//   /local-stats                              { calls, local_answers, leases_calls,
+//                                             leases_local_answers } of those LocalLimits
 import { DurableRateLimiterServer, RateLimiterServer } from '@delightstack/rate-limiter';
 import { LocalLimits, rateLimit } from '@delightstack/rate-limiter/middleware';
 
@@ -47,10 +48,10 @@ const json = (value, status = 200) =>
   new Response(JSON.stringify(value), { status, headers: { 'content-type': 'application/json' } });
 
 // What `local: true` makes (one LocalLimits with the default options for the isolate's life),
-// and what `local: { shares: true }` makes, held here so that /local-stats can read their
+// and what `local: { shares: false }` makes, held here so that /local-stats can read their
 // counters.
 const local = new LocalLimits();
-const sharing = new LocalLimits({ shares: true });
+const leasing = new LocalLimits({ shares: false });
 const limited = new Map(); // options → the wrapped handler: the middleware compiles options once
 
 function limitedHandler(params) {
@@ -62,7 +63,7 @@ function limitedHandler(params) {
   if (max !== undefined) policy.max_tokens = max;
   if (every !== undefined) policy.refill_every_seconds = every;
   const mode = params.get('local');
-  const useLocal = mode === '1' ? local : mode === '2' ? sharing : false;
+  const useLocal = mode === '1' ? local : mode === '2' ? leasing : false;
   const id = JSON.stringify([binding, policy, mode]);
   let handler = limited.get(id);
   if (handler === undefined) {
@@ -86,8 +87,8 @@ export default {
       return json({
         calls: local.calls,
         local_answers: local.localAnswers,
-        shares_calls: sharing.calls,
-        shares_local_answers: sharing.localAnswers,
+        leases_calls: leasing.calls,
+        leases_local_answers: leasing.localAnswers,
       });
     }
     if (url.pathname === '/mw') {
