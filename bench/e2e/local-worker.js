@@ -8,8 +8,9 @@
 //   /rpc-far      rateLimit({ binding, policy: FAR, key }) around it: one limit() RPC per request
 //   /local-far    the same with `local`: leases spent in the isolate (a LocalLimits of its own)
 //   /rpc-limit    rateLimit({ binding, policy: AT, key }): a bucket whose limit binds
-//   /local-limit  the same with `local`
-//   /shares-limit the same with `local: { shares: true }` (a LocalLimits with shares)
+//   /local-limit  the same with `local: true` (a LocalLimits with the default options: shares
+//                 once the bucket runs low)
+//   /leases-limit the same with `local: { shares: false }` (plain leases only)
 //   /noheaders-far local-far with `standardHeaders: false, legacyHeaders: false`
 //   /shadow-far   local-far with `shadow: true` (decides and counts, blocks nothing, no headers)
 //   /events-far   local-far with `onDecision: analyticsEngineEvents(dataset)`, the dataset a
@@ -59,8 +60,8 @@ function runOf(variant, tag, env) {
   const policy = variant.endsWith('-far') ? FAR : at;
   const limits = variant.startsWith('local-') || variant in OPTIONS_OF
     ? new LocalLimits()
-    : variant.startsWith('shares-')
-      ? new LocalLimits({ shares: true })
+    : variant.startsWith('leases-')
+      ? new LocalLimits({ shares: false })
       : null;
   const key = `${variant}-${tag}`;
   const fetch =
@@ -74,7 +75,7 @@ function runOf(variant, tag, env) {
   return run;
 }
 
-const VARIANTS = new Set(['none', 'headers', 'rpc-far', 'local-far', 'rpc-limit', 'local-limit', 'shares-limit', ...Object.keys(OPTIONS_OF)]);
+const VARIANTS = new Set(['none', 'headers', 'rpc-far', 'local-far', 'rpc-limit', 'local-limit', 'leases-limit', ...Object.keys(OPTIONS_OF)]);
 
 export default {
   async fetch(request, env, ctx) {

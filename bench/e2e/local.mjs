@@ -10,8 +10,8 @@
 //   local-far    the same with `local`: a LocalLimits takes leases and spends them in the isolate
 //   rpc-limit    behind rateLimit on a bucket whose limit binds (AT_MAX_TOKENS=100 tokens, one
 //                per AT_REFILL_SECONDS=0.01 s: 100/s, far below the offered load)
-//   local-limit  the same with `local`
-//   shares-limit the same with `local: { shares: true }`
+//   local-limit  the same with `local: true` (shares once the bucket runs low)
+//   leases-limit the same with `local: { shares: false }` (plain leases only)
 // The far variants use max_tokens 1e9: every request is allowed. Each variant and round has its
 // own key (its own Durable Object and bucket) and, when local, its own LocalLimits; the warm-up
 // before each measured run uses another key, so every measured bucket starts full at the first
@@ -50,7 +50,7 @@ const env = process.env;
 const { duration: DURATION, warmup: WARMUP, rounds: ROUNDS, connections: CONNECTIONS, threads: WRK_THREADS } = KNOBS;
 const AT_MAX_TOKENS = Number(env.AT_MAX_TOKENS ?? 100);
 const AT_REFILL_SECONDS = Number(env.AT_REFILL_SECONDS ?? 0.01);
-const ALL = ['none', 'headers', 'rpc-far', 'local-far', 'rpc-limit', 'local-limit', 'shares-limit', 'noheaders-far', 'shadow-far', 'events-far'];
+const ALL = ['none', 'headers', 'rpc-far', 'local-far', 'rpc-limit', 'local-limit', 'leases-limit', 'noheaders-far', 'shadow-far', 'events-far'];
 const VARIANTS = (env.VARIANTS ?? ALL.join(' ')).split(/\s+/).filter(Boolean);
 // The limiter rounds an interval up to a whole nanosecond (at least 1 ns).
 const INTERVAL_NS = Math.max(1, Math.ceil(Math.round(AT_REFILL_SECONDS * 1e12) / 1e3));
@@ -214,8 +214,8 @@ const ratios = {
   rpc_limit_over_bound_admitted: ratio(by['rpc-limit']?.admitted, by['rpc-limit']?.bound),
   local_limit_over_rpc_limit_rps: ratio(by['local-limit']?.rps, by['rpc-limit']?.rps),
   local_limit_over_none_rps: ratio(by['local-limit']?.rps, by.none?.rps),
-  shares_limit_rpcs_per_request: by['shares-limit'] ? Number(by['shares-limit'].rpcs_per_request.toPrecision(3)) : null,
-  shares_limit_over_bound_admitted: ratio(by['shares-limit']?.admitted, by['shares-limit']?.bound),
+  leases_limit_rpcs_per_request: by['leases-limit'] ? Number(by['leases-limit'].rpcs_per_request.toPrecision(3)) : null,
+  leases_limit_over_bound_admitted: ratio(by['leases-limit']?.admitted, by['leases-limit']?.bound),
   noheaders_far_over_none_rps: ratio(by['noheaders-far']?.rps, by.none?.rps),
   shadow_far_over_local_far_rps: ratio(by['shadow-far']?.rps, by['local-far']?.rps),
   shadow_far_rpcs_per_request: by['shadow-far'] ? Number(by['shadow-far'].rpcs_per_request.toPrecision(3)) : null,
@@ -227,9 +227,9 @@ const goals = {
   local_far_le_0_02_rpcs_per_request: check(ratios.local_far_rpcs_per_request, (x) => x <= 0.02),
   local_limit_admitted_0_95_to_1_0_rpc: check(ratios.local_limit_over_rpc_limit_admitted_per_bound, (x) => x >= 0.95 && x <= 1.0),
   local_limit_never_above_bound: check(by['local-limit']?.max_over_bound, (x) => x <= 0),
-  shares_limit_le_0_01_rpcs_per_request: check(ratios.shares_limit_rpcs_per_request, (x) => x <= 0.01),
-  shares_limit_ge_0_95_bound_admitted: check(ratios.shares_limit_over_bound_admitted, (x) => x >= 0.95),
-  shares_limit_never_above_bound: check(by['shares-limit']?.max_over_bound, (x) => x <= 0),
+  local_limit_le_0_01_rpcs_per_request: check(ratios.local_limit_rpcs_per_request, (x) => x <= 0.01),
+  local_limit_ge_0_95_bound_admitted: check(ratios.local_limit_over_bound_admitted, (x) => x >= 0.95),
+  leases_limit_never_above_bound: check(by['leases-limit']?.max_over_bound, (x) => x <= 0),
   noheaders_far_ge_0_9_none_rps: check(ratios.noheaders_far_over_none_rps, (x) => x >= 0.9),
   local_far_ge_0_95_headers_rps: check(ratios.local_far_over_headers_rps, (x) => x >= 0.95),
 };
@@ -248,9 +248,10 @@ console.log(
     `(goal never above: ${met(goals.local_limit_never_above_bound)})`,
 );
 console.log(
-  `LOCAL shares-limit RPCs per request=${show(ratios.shares_limit_rpcs_per_request)} (goal <= 0.01: ${met(goals.shares_limit_le_0_01_rpcs_per_request)}); ` +
-    `admitted/bound=${show(ratios.shares_limit_over_bound_admitted)} (goal >= 0.95: ${met(goals.shares_limit_ge_0_95_bound_admitted)}); ` +
-    `worst round admitted-bound=${show(by['shares-limit']?.max_over_bound)} (goal never above: ${met(goals.shares_limit_never_above_bound)})`,
+  `LOCAL local-limit RPCs per request=${show(ratios.local_limit_rpcs_per_request)} (goal <= 0.01: ${met(goals.local_limit_le_0_01_rpcs_per_request)}); ` +
+    `admitted/bound=${show(ratios.local_limit_over_bound_admitted)} (goal >= 0.95: ${met(goals.local_limit_ge_0_95_bound_admitted)}); ` +
+    `leases-limit RPCs per request=${show(ratios.leases_limit_rpcs_per_request)}, admitted/bound=${show(ratios.leases_limit_over_bound_admitted)}, ` +
+    `worst round admitted-bound=${show(by['leases-limit']?.max_over_bound)} (goal never above: ${met(goals.leases_limit_never_above_bound)})`,
 );
 console.log(
   `LOCAL ratio noheaders-far/none rps=${show(ratios.noheaders_far_over_none_rps)} (goal >= 0.9: ${met(goals.noheaders_far_ge_0_9_none_rps)}); ` +

@@ -6,16 +6,17 @@
 //
 // Phase "bound" (LOCAL_LOAD_SECONDS, default 30): buckets that refill 4 to 16 tokens a second
 // under an offered load well above that (asserted: each bucket is offered at least 1.5 times
-// its bound), so the limit binds throughout. The same buckets twice over fresh Durable
-// Objects, one set per mode, in ONE run with the requests interleaved (rpc, local, rpc, …):
-// per-request RPC (`local: false`) and local decisions (the isolate's LocalLimits, what
-// `local: true` makes), so both modes see the same offered load, connections, duration and
-// machine. A third set goes through `local: { shares: true }` (the isolate's LocalLimits with
-// shares) in the same run: exact like the others; its calls per request and admitted/bound are
-// printed (measured, not asserted). Durable Object storage is on a tmpfs where there is one. Asserts: no error and only 200/429; for every bucket in
-// both modes admitted <= max_tokens + floor(T / interval), T the whole run's wall time (first
-// request sent to last answer read: an over-estimate of the bucket's window); every bucket
-// denied some requests; and total admitted(local) >= 0.95 x total admitted(rpc).
+// its bound), so the limit binds throughout. The same buckets three times over fresh Durable
+// Objects, one set per mode, in ONE run with the requests interleaved (rpc, local, leases, …):
+// per-request RPC (`local: false`), local decisions as `local: true` makes them (the
+// isolate's LocalLimits: shares once a bucket runs low) and plain leases only
+// (`local: { shares: false }`), so every mode sees the same offered load, connections,
+// duration and machine. Durable Object storage is on a tmpfs where there is one. Asserts: no
+// error and only 200/429; for every bucket in every mode admitted <= max_tokens +
+// floor(T / interval), T the whole run's wall time (first request sent to last answer read:
+// an over-estimate of the bucket's window); every bucket denied some requests; total
+// admitted(leases) >= 0.95 x total admitted(rpc), and admitted(local) >= 0.9 x the bound. The
+// calls per request of each local mode are printed (measured, not asserted).
 //
 // Phase "far" (LOCAL_FAR_SECONDS, default 10): one bucket per class far from its limit
 // (max_tokens 1e9), local mode only: everything admitted, and at most 0.02 Durable Object calls
@@ -33,9 +34,10 @@ const SECONDS = Number(process.env.LOCAL_LOAD_SECONDS ?? 30);
 const FAR_SECONDS = Number(process.env.LOCAL_FAR_SECONDS ?? 10);
 const EDGES = Number(process.env.LOCAL_EDGES ?? 4);
 const CONNECTIONS = 32;
-const MODES = ['rpc', 'local', 'shares'];
-const LOCAL_PARAM = { rpc: 0, local: 1, shares: 2 };
+const MODES = ['rpc', 'local', 'leases'];
+const LOCAL_PARAM = { rpc: 0, local: 1, leases: 2 };
 const MIN_RATIO = 0.95;
+const MIN_OF_BOUND = 0.9;
 const MAX_RPC_PER_REQUEST_FAR = 0.02;
 
 // Per mode: bucket j of each class refills one token every `every` s (4 to 16 a second), up to `max`.
@@ -77,11 +79,11 @@ function targetsOf(buckets, edgeBases) {
 
 /** The sum over every edge of its LocalLimits counters. */
 async function localStats(edgeBases) {
-  const sum = { calls: 0, local_answers: 0, shares_calls: 0, shares_local_answers: 0, perEdge: [] };
+  const sum = { calls: 0, local_answers: 0, leases_calls: 0, leases_local_answers: 0, perEdge: [] };
   for (const base of edgeBases) {
     const res = await get(base, '/local-stats');
     assert.equal(res.status, 200, res.text);
-    for (const name of ['calls', 'local_answers', 'shares_calls', 'shares_local_answers']) sum[name] += res.json[name];
+    for (const name of ['calls', 'local_answers', 'leases_calls', 'leases_local_answers']) sum[name] += res.json[name];
     sum.perEdge.push(res.json);
   }
   return sum;
@@ -121,9 +123,9 @@ async function phase(server, buckets, seconds) {
   const calls = afterStats.calls - before.calls;
   const localAnswers = afterStats.local_answers - before.local_answers;
   const edgeCalls = afterStats.perEdge.map((s, i) => s.calls - before.perEdge[i].calls);
-  const sharesCalls = afterStats.shares_calls - before.shares_calls;
-  const sharesLocalAnswers = afterStats.shares_local_answers - before.shares_local_answers;
-  return { report, counts, modes, calls, localAnswers, edgeCalls, sharesCalls, sharesLocalAnswers };
+  const leasesCalls = afterStats.leases_calls - before.leases_calls;
+  const leasesLocalAnswers = afterStats.leases_local_answers - before.leases_local_answers;
+  return { report, counts, modes, calls, localAnswers, edgeCalls, leasesCalls, leasesLocalAnswers };
 }
 
 const bound = (b, ms) => b.max + Math.floor(ms / (b.every * 1000));
@@ -158,12 +160,17 @@ describe(`local decisions: ${EDGES} Worker isolates, ${CONNECTIONS} connections 
         `ratio=${(loc.admitted / rpc.admitted).toFixed(4)} ` +
         `rpcs/request local=${(bound1.calls / loc.requests).toFixed(4)} (calls ${bound1.calls}, local answers ${bound1.localAnswers}, per edge ${bound1.edgeCalls.join('/')}) rpc=1`,
     );
-    const sh = modes.shares;
-    const offered = boundBuckets.filter((b) => b.mode === 'shares').reduce((s, b) => s + bound1.counts.get(b.id).requests / bound(b, T), 0) / (2 * LIMITS.length);
+    const offered = boundBuckets.filter((b) => b.mode === 'local').reduce((s, b) => s + bound1.counts.get(b.id).requests / bound(b, T), 0) / (2 * LIMITS.length);
     console.log(
-      `local bound phase, shares: requests=${sh.requests} (${offered.toFixed(1)}x the bound per bucket on average) ` +
-        `admitted=${sh.admitted} (bound ${bounds('shares')}: ${(sh.admitted / bounds('shares')).toFixed(4)}) ` +
-        `rpcs/request=${(bound1.sharesCalls / sh.requests).toFixed(4)} (calls ${bound1.sharesCalls}, local answers ${bound1.sharesLocalAnswers})`,
+      `local bound phase, local: true: requests=${loc.requests} (${offered.toFixed(1)}x the bound per bucket on average) ` +
+        `admitted=${loc.admitted} (bound ${bounds('local')}: ${(loc.admitted / bounds('local')).toFixed(4)}) ` +
+        `rpcs/request=${(bound1.calls / loc.requests).toFixed(4)}`,
+    );
+    const le = modes.leases;
+    console.log(
+      `local bound phase, local: { shares: false }: requests=${le.requests} ` +
+        `admitted=${le.admitted} (bound ${bounds('leases')}: ${(le.admitted / bounds('leases')).toFixed(4)}, ratio to rpc ${(le.admitted / rpc.admitted).toFixed(4)}) ` +
+        `rpcs/request=${(bound1.leasesCalls / le.requests).toFixed(4)} (calls ${bound1.leasesCalls}, local answers ${bound1.leasesLocalAnswers})`,
     );
     const perKey = boundBuckets.map((b) => `${b.id}=${bound1.counts.get(b.id).statuses[200] ?? 0}/${bound(b, T)}`).join(' ');
     console.log(`local bound phase admitted(got/bound): ${perKey}`);
@@ -193,17 +200,17 @@ describe(`local decisions: ${EDGES} Worker isolates, ${CONNECTIONS} connections 
   });
 
   it('every mode saw the same offered load, and every local-mode request was counted by a LocalLimits', () => {
-    const { rpc, local, shares } = bound1.modes;
+    const { rpc, local, leases } = bound1.modes;
     assert.ok(Math.abs(rpc.requests - local.requests) <= CONNECTIONS, `rpc ${rpc.requests} vs local ${local.requests} requests`);
-    assert.ok(Math.abs(rpc.requests - shares.requests) <= CONNECTIONS, `rpc ${rpc.requests} vs shares ${shares.requests} requests`);
+    assert.ok(Math.abs(rpc.requests - leases.requests) <= CONNECTIONS, `rpc ${rpc.requests} vs leases ${leases.requests} requests`);
     // (Renewals in the background, of a plain lease ahead of time or of a share, and settles
     // beside a call are calls of no request.)
     assert.ok(bound1.localAnswers <= local.requests, 'local answers <= local-mode requests');
     assert.ok(bound1.calls + bound1.localAnswers >= local.requests, 'calls + local answers cover every local-mode request');
-    assert.ok(bound1.sharesLocalAnswers <= shares.requests, 'shares: local answers <= requests');
+    assert.ok(bound1.leasesLocalAnswers <= leases.requests, 'leases: local answers <= requests');
     assert.ok(
-      bound1.sharesCalls + bound1.sharesLocalAnswers >= shares.requests,
-      'shares: calls + local answers cover every shares-mode request',
+      bound1.leasesCalls + bound1.leasesLocalAnswers >= leases.requests,
+      'leases: calls + local answers cover every leases-mode request',
     );
     assert.ok(bound1.edgeCalls.every((n) => n > 0), `an edge made no call: ${bound1.edgeCalls.join('/')}`);
   });
@@ -225,12 +232,18 @@ describe(`local decisions: ${EDGES} Worker isolates, ${CONNECTIONS} connections 
     }
   });
 
-  it(`local decisions admitted at least ${MIN_RATIO} x what per-request RPC admitted`, () => {
-    const { rpc, local } = bound1.modes;
+  it(`plain leases admitted at least ${MIN_RATIO} x what per-request RPC admitted, local: true at least ${MIN_OF_BOUND} x the bound`, () => {
+    const { rpc, local, leases } = bound1.modes;
     assert.ok(rpc.admitted > 0, 'rpc admitted nothing');
     assert.ok(
-      local.admitted >= MIN_RATIO * rpc.admitted,
-      `local admitted ${local.admitted} < ${MIN_RATIO} x rpc ${rpc.admitted} (ratio ${(local.admitted / rpc.admitted).toFixed(4)})`,
+      leases.admitted >= MIN_RATIO * rpc.admitted,
+      `leases admitted ${leases.admitted} < ${MIN_RATIO} x rpc ${rpc.admitted} (ratio ${(leases.admitted / rpc.admitted).toFixed(4)})`,
+    );
+    const T = windowOf(bound1.report);
+    const bounds = boundBuckets.filter((b) => b.mode === 'local').reduce((s, b) => s + bound(b, T), 0);
+    assert.ok(
+      local.admitted >= MIN_OF_BOUND * bounds,
+      `local admitted ${local.admitted} < ${MIN_OF_BOUND} x the bound ${bounds} (${(local.admitted / bounds).toFixed(4)})`,
     );
   });
 
