@@ -71,8 +71,10 @@ export interface LocalLimitsOptions {
   clock?: () => number;
   /**
    * Hold shares (a part of the bucket's capacity and refill, run as a bucket of this
-   * isolate's own and renewed in the background) once the bucket runs low, instead of only
-   * plain leases: the object's load then stays flat at and beyond the limit. Default false.
+   * isolate's own and renewed in the background) once the bucket runs low, besides plain
+   * leases: the object's load then stays flat at and beyond the limit. Default true; false
+   * holds plain leases only. Buckets that refill more slowly than a token a second are never
+   * shared.
    */
   shares?: boolean;
   /**
