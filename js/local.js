@@ -483,11 +483,7 @@ export class LocalLimits {
   async #shareCall(entry, stub, key, cost, policy, waitUntil) {
     const sent = this.#clock();
     const share = entry.share;
-    // Tokens per second asked for since the last report (over at least a second).
-    // (A first report is measured over what has passed, at least 100 ms: the object tells
-    // from the reports whether the key is overloaded, and an isolate's first calls come in
-    // its first moments.)
-    const rate = entry.reportedRate === 0 ? entry.demand / (Math.max(100, sent - entry.demandSince) / 1_000) : demandRate(entry, sent);
+    const rate = reportedRate(entry, sent);
     // A top-up asks for twice the last one while the share keeps running out between calls.
     entry.want = cost === 0 ? entry.want : Math.min(this.#maxLease, Math.max(1, cost, entry.want * 2));
     // A renewal (cost 0) reports the demand and gets the next term; a top-up of a share held
@@ -514,7 +510,11 @@ export class LocalLimits {
     } else if (share === null && granted !== null && granted.tokens > 0) {
       entry.lease = this.#leaseOf(granted, sent);
     }
-    const held = entry.share?.advance(received) ? entry.share.tokens : share === null && entry.lease !== null ? granted.tokens : 0;
+    // The answer's remaining counts what this isolate now holds: the share's tokens, or the
+    // plain lease an ask for a share got instead.
+    let held = 0;
+    if (entry.share?.advance(received)) held = entry.share.tokens;
+    else if (share === null && entry.lease !== null) held = granted?.tokens ?? 0;
     return { ...decision, remaining: decision.remaining + held };
   }
 
@@ -662,6 +662,20 @@ function countDemand(entry, cost, now) {
     entry.demand += cost;
   }
 }
+
+/**
+ * The tokens per second a call reports for `entry` at `now`: its demand since the last report
+ * (demandRate). A first report is measured over what has passed, at least FIRST_REPORT_MS: the
+ * object judges from the reports whether the key is overloaded, and an isolate's first calls
+ * come in its first moments under pressure.
+ */
+function reportedRate(entry, now) {
+  if (entry.reportedRate !== 0) return demandRate(entry, now);
+  return entry.demand / (Math.max(FIRST_REPORT_MS, now - entry.demandSince) / 1_000);
+}
+
+/** The shortest time a first report of demand is measured over. */
+const FIRST_REPORT_MS = 100;
 
 /**
  * The tokens per second asked for on `entry` since its demand was last reset, over at least a
