@@ -9,7 +9,7 @@
 
 use proptest::prelude::*;
 use rate_limiter::engine::{
-    share_period, Cost, Instant, LeaseAsk, LeaseDecision, Limiter, OptionsPatch, Settlement,
+    share_period, Cost, Instant, Lease, LeaseAsk, LeaseDecision, Limiter, OptionsPatch, Settlement,
     SHARE_TERM_NANOS,
 };
 
@@ -639,6 +639,35 @@ fn a_late_top_up_does_not_raise_the_next_term() {
     run.check_bound().unwrap();
 }
 
+/// Four plain leases of a token on `l` (10 tokens, 10/s), then a share asked for at 4 tokens
+/// a second: the leases' holders count as asking as much as the share's, so the demand is
+/// 20/s on a 10/s key, twice its refill.
+fn share_beside_four_leases(l: &mut Limiter, now: Instant) -> (Lease, Vec<Lease>) {
+    let one = Cost::new(1.0).unwrap();
+    let leases = (0..4)
+        .map(|_| {
+            let leased = l.limit_leased(KEY, one, None, None, one, now).unwrap();
+            leased.lease.expect("a plain lease")
+        })
+        .collect();
+    let ask = LeaseAsk {
+        want: Cost::ZERO,
+        rate: 4.0,
+        renew: None,
+    };
+    let share = l.limit_shared(KEY, one, None, None, ask, now).unwrap();
+    (share.lease.expect("a share"), leases)
+}
+
+/// A top-up of 2 tokens of the share `id`.
+fn top_up_of(id: u64) -> LeaseAsk {
+    LeaseAsk {
+        want: Cost::new(2.0).unwrap(),
+        rate: 0.0,
+        renew: Some(id),
+    }
+}
+
 /// A top-up raises a share's refill only up to what its holder wants (one and a half times
 /// the demand it reported): a holder whose share ran out at a peak of its demand does not
 /// take half of the main bucket's refill, which it could not use.
@@ -647,20 +676,7 @@ fn a_top_up_raises_the_refill_only_up_to_what_the_holder_wants() {
     let now = at(0.0);
     let one = Cost::new(1.0).unwrap();
     let mut l = limiter(10.0, 0.1);
-    // Four plain leases: their holders count as asking as much as the share's, so 4 tokens/s
-    // of a 10/s refill is demand at twice the refill, and the share gets a fifth of it.
-    let mut leases = Vec::new();
-    for _ in 0..4 {
-        let leased = l.limit_leased(KEY, one, None, None, one, now).unwrap();
-        leases.push(leased.lease.expect("a plain lease"));
-    }
-    let ask = LeaseAsk {
-        want: Cost::ZERO,
-        rate: 4.0,
-        renew: None,
-    };
-    let share = l.limit_shared(KEY, one, None, None, ask, now).unwrap();
-    let share = share.lease.expect("a share");
+    let (share, leases) = share_beside_four_leases(&mut l, now);
     let wanted = share.wanted;
     assert!(share.parts < wanted);
     assert!(wanted < rate_limiter::engine::RATE_PARTS);
@@ -675,11 +691,7 @@ fn a_top_up_raises_the_refill_only_up_to_what_the_holder_wants() {
     // A top-up moves tokens and raises the refill by half of what the main bucket has, up
     // to what the holder wants (six tenths of the refill): the second reaches it, the third
     // adds nothing.
-    let top_up = LeaseAsk {
-        want: Cost::new(2.0).unwrap(),
-        rate: 0.0,
-        renew: Some(share.id),
-    };
+    let top_up = top_up_of(share.id);
     let topped = l.limit_shared(KEY, one, None, None, top_up, now).unwrap();
     let topped = topped.lease.expect("the share, topped up");
     assert!(topped.parts > share.parts && topped.parts <= wanted);
@@ -698,24 +710,9 @@ fn an_overloaded_share_holds_a_third_of_what_its_holder_wants() {
     let now = at(0.0);
     let one = Cost::new(1.0).unwrap();
     let mut l = limiter(10.0, 0.1);
-    // Four plain leases whose holders count as asking 4 tokens/s each: 20/s on a 10/s key.
-    for _ in 0..4 {
-        let leased = l.limit_leased(KEY, one, None, None, one, now).unwrap();
-        assert!(leased.lease.is_some());
-    }
-    let ask = LeaseAsk {
-        want: Cost::ZERO,
-        rate: 4.0,
-        renew: None,
-    };
-    let share = l.limit_shared(KEY, one, None, None, ask, now).unwrap();
-    let share = share.lease.expect("a share");
+    let (share, _leases) = share_beside_four_leases(&mut l, now);
     assert!(share.parts > 0 && share.parts <= share.wanted / 3);
-    let top_up = LeaseAsk {
-        want: Cost::new(2.0).unwrap(),
-        rate: 0.0,
-        renew: Some(share.id),
-    };
+    let top_up = top_up_of(share.id);
     for _ in 0..3 {
         let topped = l.limit_shared(KEY, one, None, None, top_up, now).unwrap();
         let topped = topped.lease.expect("the share, topped up");
