@@ -5,7 +5,8 @@
 
 use super::bucket::{wait_for, Bucket};
 use super::lease::{Lease, Term, LEASE_TTL_NANOS, SHARE_TERM_NANOS};
-use super::limiter::{give_back, LeaseAsk, Limiter, Settlement};
+use super::leased::{LeaseAsk, Settlement};
+use super::limiter::{give_back, Limiter};
 use super::options::{Cost, Options, UNITS_PER_TOKEN};
 use super::share::{
     allocate, billionths_of, demand, demand_of_parts, free_parts, free_units, main_period,

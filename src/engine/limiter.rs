@@ -2,10 +2,10 @@
 
 use super::block::{millis_until, Blocks};
 use super::bucket::{self, convert, refill, take, wait_for, wait_for_full, Bucket, Status};
-use super::error::{decimal, join, Error};
-use super::gate::{Gates, PermitAsk, PermitDecision};
+use super::error::Error;
+use super::gate::Gates;
 use super::lease::{Lease, Leases};
-use super::leasing::{leased_wait, Grant};
+use super::leasing::leased_wait;
 use super::options::{Cost, Options, OptionsPatch, UNITS_PER_TOKEN};
 use super::share::{out_at, refill_through_leases, wait_through_leases};
 use super::store::Store;
@@ -26,48 +26,6 @@ pub struct Limiter {
     pub(super) blocks: Blocks,
 }
 
-/// A holder's report on a lease it took: how much of it it spent. For a share, what its
-/// sub-bucket has `left` goes back (without it, nothing: the share counts as fully used).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Settlement {
-    pub id: u64,
-    pub used: Cost,
-    pub left: Option<Cost>,
-}
-
-/// What a holder asks of `limit_shared` besides the call's own cost.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct LeaseAsk {
-    /// Tokens wanted now: a plain lease's size, or a share's top-up.
-    pub want: Cost,
-    /// Tokens per second the holder expects to need; above 0 asks for a share of the refill.
-    pub rate: f64,
-    /// The holder's share to renew (and top up), instead of a new one.
-    pub renew: Option<u64>,
-}
-
-impl Default for LeaseAsk {
-    fn default() -> Self {
-        LeaseAsk {
-            want: Cost::ZERO,
-            rate: 0.0,
-            renew: None,
-        }
-    }
-}
-
-/// What `limit_leased` reports: the decision for the call's own cost, and the lease granted
-/// (or the share renewed) for later requests, if any.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct LeaseDecision {
-    pub decision: Decision,
-    pub lease: Option<Lease>,
-    /// Billionths of a token moved into the lease by this call (a plain lease: all of it).
-    pub moved: u64,
-    /// The options the call used (a share's periods follow from them).
-    pub options: Options,
-}
-
 /// What `limit` reports about one key.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Decision {
@@ -79,30 +37,6 @@ pub struct Decision {
     pub retry_after_ms: Option<f64>,
     /// Milliseconds an empty bucket takes to refill completely, rounded up.
     pub window_ms: f64,
-}
-
-/// One member of a `limit_all` call.
-#[derive(Debug, Clone)]
-pub struct Request<'a> {
-    pub key: &'a [u8],
-    pub cost: Cost,
-    pub policy: Option<OptionsPatch>,
-    /// A limit on trial: it never changes the answer, and takes its cost (when it has
-    /// room) only if the other members allowed.
-    pub shadow: bool,
-    /// A penalty: when the call is denied and this (enforced) member had no room, its key
-    /// is blocked for these nanoseconds, unless a block is in force.
-    pub penalty: Option<u64>,
-}
-
-/// What `limit_all` reports: all enforced members consumed, or none did.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AllDecision {
-    pub allowed: bool,
-    /// 0 when allowed; else the largest member wait, `None` if some member can never pass.
-    pub retry_after_ms: Option<f64>,
-    /// One per request, in order. When denied, each says whether that limit had room.
-    pub results: Vec<Decision>,
 }
 
 impl Limiter {
@@ -279,81 +213,6 @@ impl Limiter {
         Ok(decision)
     }
 
-    /// `limit` for a holder that spends tokens locally: first settles the holder's previous
-    /// lease on `key` (if `settle`), then decides `cost` as `limit` does, and when that is
-    /// allowed grants a lease of up to `want` more tokens, at most half of what the bucket
-    /// has left, so other holders are not starved and a nearly empty bucket leases nothing.
-    pub fn limit_leased(
-        &mut self,
-        key: &[u8],
-        cost: Cost,
-        policy: Option<OptionsPatch>,
-        settle: Option<Settlement>,
-        want: Cost,
-        now: Instant,
-    ) -> Result<LeaseDecision, Error> {
-        let ask = LeaseAsk {
-            want,
-            ..LeaseAsk::default()
-        };
-        self.limit_shared(key, cost, policy, settle, ask, now)
-    }
-
-    /// [`limit_leased`](Self::limit_leased) that may also grant or renew a share: a part of
-    /// the bucket's capacity and refill that the holder runs as a bucket of its own (see
-    /// [`share`](super::share)). A share is granted (or renewed) whether or not the call's own
-    /// cost is allowed: it is how a holder decides on its own at any demand.
-    pub fn limit_shared(
-        &mut self,
-        key: &[u8],
-        cost: Cost,
-        policy: Option<OptionsPatch>,
-        settle: Option<Settlement>,
-        ask: LeaseAsk,
-        now: Instant,
-    ) -> Result<LeaseDecision, Error> {
-        let given = policy.is_some();
-        let policy = self.resolve(policy)?;
-        if let Some(settlement) = settle {
-            self.settle(key, settlement, now);
-        }
-        let blocked = self.blocked_until(key, now);
-        let mut view = self.view(key, policy, now);
-        let outcome = match blocked {
-            Some(_) => Err(()),
-            None => take(view.current, cost, &view.options, now),
-        };
-        let state = outcome.unwrap_or(view.current);
-        let options = view.options;
-        // A blocked key is granted and renewed nothing: its holders learn of the block.
-        let granted = match blocked {
-            Some(_) => Grant {
-                state,
-                lease: None,
-                moved: 0,
-            },
-            None => self.grant(key, &mut view, ask, outcome.is_ok(), state, now),
-        };
-        let (state, lease, moved) = (granted.state, granted.lease, granted.moved);
-        // A denied call without a policy changes nothing, like a denied `consume`; one that
-        // granted or renewed a share records it.
-        if outcome.is_ok() || given || lease.is_some() {
-            let at = self.store.position(key);
-            self.commit(key, at, state, view.policy, now);
-        }
-        let mut decision = self.decision(outcome.is_ok(), state, cost, &view, now);
-        if let Some(end) = blocked {
-            decision.retry_after_ms = after_block(decision.retry_after_ms, end, now);
-        }
-        let moved = moved.saturating_mul(UNITS_PER_TOKEN / options.unit());
-        Ok(LeaseDecision {
-            decision,
-            lease,
-            moved,
-            options,
-        })
-    }
-
     /// Gives `tokens` back to the bucket of `key` (a request that should not count), up to
     /// its capacity.
     pub fn refund(&mut self, key: &[u8], tokens: Cost, now: Instant) {
@@ -368,111 +227,6 @@ impl Limiter {
             &view.options,
         );
         self.commit(key, view.at, next, view.policy, now);
-    }
-
-    /// `limit` over several keys at once, all or nothing: every enforced bucket consumes,
-    /// or none does (each still takes its policy). Shadow members follow: when the
-    /// enforced ones allowed, each takes its cost if it has room, on its own; else none
-    /// takes anything. Keys must be distinct; every request is validated before anything
-    /// changes.
-    pub fn limit_all(
-        &mut self,
-        requests: &[Request<'_>],
-        now: Instant,
-    ) -> Result<AllDecision, Error> {
-        self.limit_all_with_permit(requests, None, now)
-            .map(|(decision, _)| decision)
-    }
-
-    /// `limit_all` that also asks for a permit (a concurrency limit, section 12 of
-    /// docs/SPEC.md), all or nothing with the enforced members: the permit is granted and
-    /// they consume, or neither happens. Denied, the permit's `allowed` says whether its
-    /// gate had room (and it has no id).
-    pub fn limit_all_with_permit(
-        &mut self,
-        requests: &[Request<'_>],
-        permit: Option<PermitAsk<'_>>,
-        now: Instant,
-    ) -> Result<(AllDecision, Option<PermitDecision>), Error> {
-        let mut views = Vec::with_capacity(requests.len());
-        for (i, request) in requests.iter().enumerate() {
-            if let Some(first) = requests[..i].iter().position(|r| r.key == request.key) {
-                return Err(Error::DuplicateKey {
-                    field: join(&["requests[", &decimal(i), "].key"]),
-                    first: join(&["requests[", &decimal(first), "].key"]),
-                });
-            }
-            let policy = self
-                .resolve(request.policy)
-                .map_err(|e| e.within(&join(&["requests[", &decimal(i), "].policy"])))?;
-            views.push(self.view(request.key, policy, now));
-        }
-        // Each member's block; with no block in force (the common case), none is looked up
-        // and nothing is allocated.
-        let blocked: Vec<Option<Instant>> = if self.blocks.is_empty() {
-            Vec::new()
-        } else {
-            requests
-                .iter()
-                .map(|r| self.blocked_until(r.key, now))
-                .collect()
-        };
-        let block_of = |i: usize| blocked.get(i).copied().flatten();
-        let outcomes: Vec<_> = views
-            .iter()
-            .zip(requests)
-            .enumerate()
-            .map(|(i, (view, r))| match block_of(i) {
-                Some(_) => Err(()),
-                None => take(view.current, r.cost, &view.options, now),
-            })
-            .collect();
-        let buckets_allow = outcomes
-            .iter()
-            .zip(requests)
-            .all(|(outcome, r)| r.shadow || outcome.is_ok());
-        let permit = permit.map(|p| {
-            if buckets_allow {
-                self.gates.acquire(p.key, p.cost, p.policy, now)
-            } else {
-                self.gates.would_admit(p.key, p.cost, p.policy, now)
-            }
-        });
-        let allowed = buckets_allow && permit.is_none_or(|p| p.allowed);
-        let mut results = Vec::with_capacity(requests.len());
-        for (i, ((view, request), outcome)) in views.iter().zip(requests).zip(outcomes).enumerate()
-        {
-            // A shadow member with room takes its cost on its own, once the others allowed.
-            let state = match outcome {
-                Ok(next) if allowed => next,
-                _ => view.current,
-            };
-            // Earlier members may have moved buckets: find this one again.
-            let at = self.store.position(request.key);
-            self.commit(request.key, at, state, view.policy, now);
-            let room = outcome.is_ok();
-            let mut decision = self.decision(room, state, request.cost, view, now);
-            if let Some(end) = block_of(i) {
-                decision.retry_after_ms = after_block(decision.retry_after_ms, end, now);
-            }
-            if let (Some(nanos), false, false) = (request.penalty, request.shadow, allowed) {
-                self.apply_penalty(request.key, &mut decision, nanos, now);
-            }
-            results.push(decision);
-        }
-        let retry_after_ms = results
-            .iter()
-            .zip(requests)
-            .filter(|(_, r)| !r.shadow)
-            .map(|(d, _)| d.retry_after_ms)
-            .chain(permit.map(|p| p.retry_after_ms))
-            .try_fold(0.0, |most: f64, wait| wait.map(|ms| most.max(ms)));
-        let decision = AllDecision {
-            allowed,
-            retry_after_ms,
-            results,
-        };
-        Ok((decision, permit))
     }
 
     /// Buckets held in memory (only ones that were not full when last seen).
@@ -523,14 +277,14 @@ impl Limiter {
         self.store.position(key).is_some()
     }
 
-    fn resolve(&self, policy: Option<OptionsPatch>) -> Result<Option<Options>, Error> {
+    pub(super) fn resolve(&self, policy: Option<OptionsPatch>) -> Result<Option<Options>, Error> {
         policy.map(|p| self.options.patched(p)).transpose()
     }
 
     /// The report of a call that left `state`. When denied, the wait is exact for the same
     /// call: under its options, unless the key only remembered its policy and refills to
     /// full first; then the key is forgotten at that moment and the instance options decide.
-    fn decision(
+    pub(super) fn decision(
         &self,
         allowed: bool,
         state: Option<Bucket>,

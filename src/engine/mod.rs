@@ -1,12 +1,14 @@
 //! The pure token-bucket engine: no JavaScript, no clock, no panics on any input.
 //! Callers validate raw numbers into [`Options`] and [`Cost`] and pass time as an [`Instant`].
 
+mod all_keys;
 mod block;
 mod bucket;
 mod error;
 mod gate;
 mod keyed;
 mod lease;
+mod leased;
 mod leasing;
 mod limiter;
 mod options;
@@ -16,6 +18,7 @@ mod store;
 mod time;
 mod view;
 
+pub use all_keys::{AllDecision, Request};
 pub use block::{block_nanos, MAX_BLOCK_SECONDS};
 pub use bucket::Status;
 pub use error::{decimal, join, Error, JsNumber, Spelling};
@@ -24,7 +27,8 @@ pub use gate::{
     DEFAULT_PERMIT_TTL_SECONDS, MAX_PERMITS_PER_KEY, MAX_PERMIT_TTL_SECONDS,
 };
 pub use lease::{Lease, Term, LEASE_TTL_NANOS, MAX_LEASES_PER_KEY, SHARE_TERM_NANOS};
-pub use limiter::{AllDecision, Decision, LeaseAsk, LeaseDecision, Limiter, Request, Settlement};
+pub use leased::{LeaseAsk, LeaseDecision, Settlement};
+pub use limiter::{Decision, Limiter};
 pub use options::{
     Cost, Options, OptionsPatch, DEFAULT_MAX_TOKENS, DEFAULT_REFILL_EVERY_SECONDS,
     MAX_SAFE_INTEGER, MAX_TOKENS_IN_BILLIONTHS, UNITS_PER_TOKEN,
