@@ -3,7 +3,7 @@
 // Framework-free: the Hono flavour only touches c.req.raw, c.env, c.res and c.header.
 import { once, releasedWhenFinished } from './concurrency.js';
 import { rateLimitHeaders } from './headers.js';
-import { decidedHere, LocalLimits, localDecision, renewalDue, renewLease } from './local.js';
+import { decidedHere, LocalLimits, localDecision, renewalDue, renewLease } from './local/limits.js';
 
 export { analyticsEngineEvents } from './analytics.js';
 

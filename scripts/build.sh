@@ -65,15 +65,26 @@ for g in "${generated[@]}"; do
   listed "$g" || die "pkg-template/package.json \"files\" does not list $g, which every build makes." \
     "Add \"$g\" to the files array."
 done
-# Every shim file must ship: a js/ file missing from `files` would be left out of the package
-# (and npm would leave it out of the tarball). js/glue-reset.js is not a file of its own: it
-# is appended to rate_limiter.js.
-for path in js/*; do
-  name=$(basename "$path")
+# Every shim file must ship: a js/ file missing from `files`, itself or through the folder it
+# is in (js/local/ ships as "local/"), would be left out of the package (and npm would leave
+# it out of the tarball). js/glue-reset.js is not a file of its own: it is appended to
+# rate_limiter.js.
+shipped() {
+  local f
+  for f in "${files[@]}"; do
+    [ "${f%/}" = "$1" ] && return 0
+    [[ "$1" == "${f%/}/"* ]] && return 0
+  done
+  return 1
+}
+while IFS= read -r path; do
+  name=${path#js/}
   [ "$name" = glue-reset.js ] && continue
-  listed "$name" || die "$path is not listed in pkg-template/package.json \"files\": it would not ship." \
-    "Add \"$name\" to the files array (or remove $path if nothing imports it)."
-done
+  entry=$name
+  [[ "$name" == */* ]] && entry="${name%%/*}/"
+  shipped "$name" || die "$path is not listed in pkg-template/package.json \"files\": it would not ship." \
+    "Add \"$entry\" to the files array (or remove $path if nothing imports it)."
+done < <(find js -type f ! -name '.*' | sort)
 
 # ---- compile ----
 cargo_args=()
@@ -122,8 +133,9 @@ fi
 # ---- where each listed file comes from ----
 # From the one place that has it: js/ (the shim), the wasm-bindgen output (e.g.
 # rate_limiter_bg.wasm.d.ts, and snippets/: small JS helpers of the binding, wasm-bindgen
-# `inline_js`, imported by the glue), pkg-template/ (README.md). A directory is copied whole.
-# Resolved before anything is written, so that a bad list leaves the last build in place.
+# `inline_js`, imported by the glue), pkg-template/ (README.md). A directory is copied whole
+# (js/local/ as local/). Resolved before anything is written, so that a bad list leaves the
+# last build in place.
 sources=() names=()
 for f in "${files[@]}"; do
   name=${f%/}

@@ -58,8 +58,8 @@ const INTERVAL_NS = Math.max(1, Math.ceil(Math.round(AT_REFILL_SECONDS * 1e12) /
 const { log, fail } = scriptLog('local');
 for (const v of VARIANTS) if (!ALL.includes(v)) fail(`unknown variant: ${v} (the variants are ${ALL.join(', ')})`);
 
-if (!existsSync(join(PACKAGE, 'local.js'))) {
-  log('package (with local.js) not installed in node_modules: running scripts/build.sh');
+if (!existsSync(join(PACKAGE, 'local', 'limits.js'))) {
+  log('package (with local/limits.js) not installed in node_modules: running scripts/build.sh');
   execFileSync('bash', [join(ROOT, 'scripts/build.sh')], { stdio: 'inherit' });
 }
 

@@ -1,4 +1,4 @@
-// The types of js/share.js (the shim's share bucket, which ships without them), for
+// The types of js/local/share.js (the shim's share bucket, which ships without them), for
 // held-share.test.ts; vitest.config.ts maps the name to the file.
 declare module '#held-share' {
   /** A share as the object sends it (`lease` of a `limitLeased` answer with a share). */

@@ -1,4 +1,4 @@
-// The holder's rules for a share (docs/SPEC.md, 11.6) on js/share.js alone: answers that
+// The holder's rules for a share (docs/SPEC.md, 11.6) on js/local/share.js alone: answers that
 // arrive while the holder moves from one term to the next. Times are the holder's clock (ms);
 // the object's decisions are written as the answers it sends.
 import { describe, expect, it } from 'vitest';

@@ -21,8 +21,8 @@ export default defineConfig({
   root,
   resolve: {
     alias: {
-      // The shim's share bucket (js/share.js, shipped as is), for the tests of its rules alone.
-      '#held-share': `${root}js/share.js`,
+      // The shim's share bucket (js/local/share.js, shipped as is), for the tests of its rules alone.
+      '#held-share': `${root}js/local/share.js`,
       // The installed package's own limiter module (the one its classes use), for the count
       // of live limiters that idle-limiters.test.ts watches.
       '#installed-limiter': `${root}node_modules/@delightstack/rate-limiter/limiter.js`,
