@@ -488,7 +488,9 @@ async function run(context, { base, port }) {
     await page.locator('#unblock').click();
     const { text: line } = await blockState(false);
     equal(line, `Key "${blockedKey}" is not blocked.`, 'block state');
-    equal(await page.locator(`#blocked-list tbody tr[data-key="${blockedKey}"]`).count(), 0, 'listed');
+    // The list is redrawn after the state line: wait for it, under load too.
+    const row = page.locator(`#blocked-list tbody tr[data-key="${blockedKey}"]`);
+    await waitFor(async () => (await row.count()) === 0, 10_000, 'the key gone from the list');
     await page.locator('#send').click();
     await waitFor(async () => (await text('#result')).startsWith('1 request: 1 allowed, 0 denied'), 10_000, 'the allowed request');
     equal(await data('#last-status', 'status'), '200', 'status');
