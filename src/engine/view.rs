@@ -58,7 +58,12 @@ impl Limiter {
 
     /// [`view`](Self::view) of a key with leases: its bucket brought through every change of
     /// what they hold.
-    fn view_with_leases(&mut self, key: &[u8], policy: Option<Options>, now: Instant) -> View {
+    pub(super) fn view_with_leases(
+        &mut self,
+        key: &[u8],
+        policy: Option<Options>,
+        now: Instant,
+    ) -> View {
         let leases = self.leases.of(key).to_vec();
         let mut remembered = None;
         let mut current = None;
