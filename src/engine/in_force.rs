@@ -13,8 +13,8 @@ pub(super) enum OnKey {
     Nothing,
     /// Blocked until then.
     Blocked(Instant),
-    /// Leases recorded (live, or ended and not yet dropped).
-    Leases,
+    /// Leases recorded (live, or ended and not yet dropped), at this position among them.
+    Leases(usize),
 }
 
 impl Limiter {
@@ -25,23 +25,35 @@ impl Limiter {
         if let Some(end) = self.blocked_until(key, now) {
             return OnKey::Blocked(end);
         }
-        if self.has_leases(key) {
-            return OnKey::Leases;
+        if let Some(leased) = self.leases.position(key) {
+            return OnKey::Leases(leased);
         }
         OnKey::Nothing
     }
 
-    /// [`check`](Self::check) on a key with leases and no block.
+    /// [`check`](Self::check) on a key with leases (at `leased`) and no block.
     #[inline(never)]
-    pub(super) fn check_leased(&mut self, key: &[u8], cost: Cost, now: Instant) -> bool {
-        let view = self.view_with_leases(key, None, now);
+    pub(super) fn check_leased(
+        &mut self,
+        key: &[u8],
+        leased: usize,
+        cost: Cost,
+        now: Instant,
+    ) -> bool {
+        let view = self.view_with_leases(key, leased, None, now);
         take(view.current, cost, &view.options, now).is_ok()
     }
 
-    /// [`consume`](Self::consume) on a key with leases and no block.
+    /// [`consume`](Self::consume) on a key with leases (at `leased`) and no block.
     #[inline(never)]
-    pub(super) fn consume_leased(&mut self, key: &[u8], cost: Cost, now: Instant) -> bool {
-        let view = self.view_with_leases(key, None, now);
+    pub(super) fn consume_leased(
+        &mut self,
+        key: &[u8],
+        leased: usize,
+        cost: Cost,
+        now: Instant,
+    ) -> bool {
+        let view = self.view_with_leases(key, leased, None, now);
         match take(view.current, cost, &view.options, now) {
             Ok(next) => {
                 self.commit(key, view.at, next, view.policy, now);
@@ -51,7 +63,7 @@ impl Limiter {
         }
     }
 
-    /// [`limit`](Self::limit) on a key blocked until `blocked`, or else with leases.
+    /// [`limit`](Self::limit) on a key blocked or with leases, as `on_key` says.
     #[inline(never)]
     pub(super) fn limit_in_force(
         &mut self,
@@ -59,12 +71,13 @@ impl Limiter {
         cost: Cost,
         given: bool,
         policy: Option<Options>,
-        blocked: Option<Instant>,
+        on_key: OnKey,
         now: Instant,
     ) -> Decision {
-        let view = match blocked {
-            Some(_) => self.view(key, policy, now),
-            None => self.view_with_leases(key, policy, now),
+        let (view, blocked) = match on_key {
+            OnKey::Leases(leased) => (self.view_with_leases(key, leased, policy, now), None),
+            OnKey::Blocked(end) => (self.view(key, policy, now), Some(end)),
+            OnKey::Nothing => (self.view(key, policy, now), None),
         };
         let outcome = match blocked {
             Some(_) => Err(()),

@@ -122,7 +122,7 @@ impl Limiter {
             match self.in_force_on(key, now) {
                 OnKey::Nothing => {}
                 OnKey::Blocked(_) => return false,
-                OnKey::Leases => return self.check_leased(key, cost, now),
+                OnKey::Leases(at) => return self.check_leased(key, at, cost, now),
             }
         }
         let view = self.plain_view(key, None, now);
@@ -135,7 +135,7 @@ impl Limiter {
             match self.in_force_on(key, now) {
                 OnKey::Nothing => {}
                 OnKey::Blocked(_) => return false,
-                OnKey::Leases => return self.consume_leased(key, cost, now),
+                OnKey::Leases(at) => return self.consume_leased(key, at, cost, now),
             }
         }
         let view = self.plain_view(key, None, now);
@@ -174,14 +174,9 @@ impl Limiter {
         let given = policy.is_some();
         let policy = self.resolve(policy)?;
         if !self.nothing_in_force() {
-            match self.in_force_on(key, now) {
-                OnKey::Nothing => {}
-                OnKey::Blocked(end) => {
-                    return Ok(self.limit_in_force(key, cost, given, policy, Some(end), now))
-                }
-                OnKey::Leases => {
-                    return Ok(self.limit_in_force(key, cost, given, policy, None, now))
-                }
+            let on_key = self.in_force_on(key, now);
+            if !matches!(on_key, OnKey::Nothing) {
+                return Ok(self.limit_in_force(key, cost, given, policy, on_key, now));
             }
         }
         let view = self.plain_view(key, policy, now);
