@@ -383,7 +383,11 @@ pub(super) fn give_back(
 
 /// `nanos` rounded up to whole milliseconds, still in nanoseconds.
 fn whole_millis(nanos: u128) -> u128 {
-    nanos.div_ceil(1_000_000).saturating_mul(1_000_000)
+    // In 64 bits when it fits, as `ceil_millis`.
+    match u64::try_from(nanos) {
+        Ok(nanos) => u128::from(nanos.div_ceil(1_000_000)) * 1_000_000,
+        Err(_) => nanos.div_ceil(1_000_000).saturating_mul(1_000_000),
+    }
 }
 
 /// A wait that also waits out a block ending at `end`: the later of the two (never stays never).
