@@ -160,8 +160,8 @@ impl Limiter {
     }
 
     /// The bucket of a key without leases as it stands at `now` (the fields of a [`View`]
-    /// that such a key has): what `consume`, `check` and `limit` need while no lease or block
-    /// is in force anywhere.
+    /// that such a key has): what `consume`, `check` and `limit` need on a key without a
+    /// lease or a block.
     #[inline(always)]
     pub(super) fn plain_view(
         &mut self,
