@@ -56,8 +56,14 @@ impl Blocks {
     #[inline(never)]
     fn until(&mut self, key: &[u8], now: Instant) -> Option<Instant> {
         self.sweep(now);
-        self.keys.retain(key, |end| *end > now);
-        self.keys.of(key).first().copied()
+        // One lookup: a key not blocked, or blocked until later, changes nothing.
+        let at = self.keys.position(key)?;
+        if self.keys.at(at).iter().any(|end| *end <= now)
+            && self.keys.retain_at(at, |end| *end > now)
+        {
+            return None;
+        }
+        self.keys.at(at).first().copied()
     }
 
     /// Every block in force at `now`: its key and its end.

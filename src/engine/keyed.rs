@@ -46,6 +46,11 @@ impl<T: Copy> Keyed<T> {
         self.position(key).map_or(&[], |at| &self.keys[at].1)
     }
 
+    /// The records of the key at `at` (empty past the last key).
+    pub fn at(&self, at: usize) -> &[T] {
+        self.keys.get(at).map_or(&[], |(_, records)| records)
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[T])> {
         self.keys.iter().map(|(k, v)| (&**k, v.as_slice()))
     }

@@ -129,6 +129,20 @@ impl Leases {
         self.keys.of(key)
     }
 
+    /// Where the leases of `key` are, if it has some: [`at`](Self::at) reads them without
+    /// a second lookup until leases change.
+    pub fn position(&self, key: &[u8]) -> Option<usize> {
+        if self.keys.is_empty() {
+            return None;
+        }
+        self.keys.position(key)
+    }
+
+    /// The leases at `position`.
+    pub fn at(&self, position: usize) -> &[Lease] {
+        self.keys.at(position)
+    }
+
     /// Whether any lease (or a share's next term) is still in force at `now`.
     pub fn any_in_force(&self, now: Instant) -> bool {
         self.keys

@@ -4,6 +4,7 @@ use super::block::{millis_until, Blocks};
 use super::bucket::{self, convert, refill, take, wait_for, wait_for_full, Bucket, Status};
 use super::error::Error;
 use super::gate::Gates;
+use super::in_force::OnKey;
 use super::lease::{Lease, Leases};
 use super::leasing::leased_wait;
 use super::options::{Cost, Options, OptionsPatch, UNITS_PER_TOKEN};
@@ -109,7 +110,7 @@ impl Limiter {
     }
 
     /// No lease and no block anywhere: every key is a plain bucket (the common case, which
-    /// `consume` and `check` keep as short as before either existed).
+    /// `consume`, `check` and `limit` keep as short as before either existed).
     #[inline]
     fn nothing_in_force(&self) -> bool {
         self.leases.is_empty() && self.blocks.is_empty()
@@ -117,38 +118,32 @@ impl Limiter {
 
     /// Whether `consume(key, cost, now)` would succeed; consumes nothing.
     pub fn check(&mut self, key: &[u8], cost: Cost, now: Instant) -> bool {
-        if self.nothing_in_force() {
-            let view = self.plain_view(key, None, now);
-            return take(view.current, cost, &view.options, now).is_ok();
+        if !self.nothing_in_force() {
+            match self.in_force_on(key, now) {
+                OnKey::Nothing => {}
+                OnKey::Blocked(_) => return false,
+                OnKey::Leases(at) => return self.check_leased(key, at, cost, now),
+            }
         }
-        if self.blocked_until(key, now).is_some() {
-            return false;
-        }
-        let view = self.view(key, None, now);
+        let view = self.plain_view(key, None, now);
         take(view.current, cost, &view.options, now).is_ok()
     }
 
     /// Takes `cost` tokens from the bucket of `key` if it holds that many; else changes nothing.
     pub fn consume(&mut self, key: &[u8], cost: Cost, now: Instant) -> bool {
-        if self.nothing_in_force() {
-            let view = self.plain_view(key, None, now);
-            let Ok(next) = take(view.current, cost, &view.options, now) else {
-                return false;
-            };
-            self.store_bucket(key, view.at, next, view.policy, false, now);
-            return true;
-        }
-        if self.blocked_until(key, now).is_some() {
-            return false;
-        }
-        let view = self.view(key, None, now);
-        match take(view.current, cost, &view.options, now) {
-            Ok(next) => {
-                self.commit(key, view.at, next, view.policy, now);
-                true
+        if !self.nothing_in_force() {
+            match self.in_force_on(key, now) {
+                OnKey::Nothing => {}
+                OnKey::Blocked(_) => return false,
+                OnKey::Leases(at) => return self.consume_leased(key, at, cost, now),
             }
-            Err(()) => false,
         }
+        let view = self.plain_view(key, None, now);
+        let Ok(next) = take(view.current, cost, &view.options, now) else {
+            return false;
+        };
+        self.store_bucket(key, view.at, next, view.policy, false, now);
+        true
     }
 
     pub fn status(&mut self, key: &[u8], now: Instant) -> Status {
@@ -178,39 +173,21 @@ impl Limiter {
         // request that reaches the object without local decisions, kept short.
         let given = policy.is_some();
         let policy = self.resolve(policy)?;
-        if self.nothing_in_force() {
-            let view = self.plain_view(key, policy, now);
-            let outcome = take(view.current, cost, &view.options, now);
-            let state = outcome.unwrap_or(view.current);
-            // A denied call without a policy changes nothing, like a denied `consume`.
-            if outcome.is_ok() || given {
-                self.store_bucket(key, view.at, state, view.policy, false, now);
+        if !self.nothing_in_force() {
+            let on_key = self.in_force_on(key, now);
+            if !matches!(on_key, OnKey::Nothing) {
+                return Ok(self.limit_in_force(key, cost, given, policy, on_key, now));
             }
-            let (options, remembered) = (view.options, view.remembered);
-            return Ok(self.plain_decision(
-                outcome.is_ok(),
-                state,
-                cost,
-                &options,
-                remembered,
-                now,
-            ));
         }
-        let blocked = self.blocked_until(key, now);
-        let view = self.view(key, policy, now);
-        let outcome = match blocked {
-            Some(_) => Err(()),
-            None => take(view.current, cost, &view.options, now),
-        };
+        let view = self.plain_view(key, policy, now);
+        let outcome = take(view.current, cost, &view.options, now);
         let state = outcome.unwrap_or(view.current);
+        // A denied call without a policy changes nothing, like a denied `consume`.
         if outcome.is_ok() || given {
-            self.commit(key, view.at, state, view.policy, now);
+            self.store_bucket(key, view.at, state, view.policy, false, now);
         }
-        let mut decision = self.decision(outcome.is_ok(), state, cost, &view, now);
-        if let Some(end) = blocked {
-            decision.retry_after_ms = after_block(decision.retry_after_ms, end, now);
-        }
-        Ok(decision)
+        let (options, remembered) = (view.options, view.remembered);
+        Ok(self.plain_decision(outcome.is_ok(), state, cost, &options, remembered, now))
     }
 
     /// Gives `tokens` back to the bucket of `key` (a request that should not count), up to
@@ -406,7 +383,11 @@ pub(super) fn give_back(
 
 /// `nanos` rounded up to whole milliseconds, still in nanoseconds.
 fn whole_millis(nanos: u128) -> u128 {
-    nanos.div_ceil(1_000_000).saturating_mul(1_000_000)
+    // In 64 bits when it fits, as `ceil_millis`.
+    match u64::try_from(nanos) {
+        Ok(nanos) => u128::from(nanos.div_ceil(1_000_000)) * 1_000_000,
+        Err(_) => nanos.div_ceil(1_000_000).saturating_mul(1_000_000),
+    }
 }
 
 /// A wait that also waits out a block ending at `end`: the later of the two (never stays never).

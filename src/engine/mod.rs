@@ -6,6 +6,7 @@ mod block;
 mod bucket;
 mod error;
 mod gate;
+mod in_force;
 mod keyed;
 mod lease;
 mod leased;

@@ -47,7 +47,12 @@ impl Instant {
 
 /// Whole milliseconds covering `nanos`, rounded up: a client that waits this long is never early.
 pub fn ceil_millis(nanos: u128) -> f64 {
-    nanos.div_ceil(NANOS_PER_MILLI.into()) as f64
+    // Nearly every wait fits 64 bits, whose division by a constant is a multiplication;
+    // a 128-bit one is a library call.
+    match u64::try_from(nanos) {
+        Ok(nanos) => nanos.div_ceil(NANOS_PER_MILLI) as f64,
+        Err(_) => nanos.div_ceil(NANOS_PER_MILLI.into()) as f64,
+    }
 }
 
 #[cfg(test)]
@@ -78,5 +83,7 @@ mod tests {
         assert_eq!(ceil_millis(1), 1.0);
         assert_eq!(ceil_millis(7_000_000_000), 7000.0);
         assert_eq!(ceil_millis(7_000_000_001), 7001.0);
+        assert_eq!(ceil_millis(u128::from(u64::MAX)), 18_446_744_073_710.0);
+        assert_eq!(ceil_millis(u128::from(u64::MAX) + 1), 18_446_744_073_710.0);
     }
 }

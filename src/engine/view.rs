@@ -50,16 +50,22 @@ impl Limiter {
     pub(super) fn view(&mut self, key: &[u8], policy: Option<Options>, now: Instant) -> View {
         // A key without leases (nearly every key, and every key while no lease is out
         // anywhere) pays nothing for them.
-        if self.leases.is_empty() || self.leases.of(key).is_empty() {
-            return self.view_without_leases(key, policy, now);
+        match self.leases.position(key) {
+            None => self.view_without_leases(key, policy, now),
+            Some(leased) => self.view_with_leases(key, leased, policy, now),
         }
-        self.view_with_leases(key, policy, now)
     }
 
-    /// [`view`](Self::view) of a key with leases: its bucket brought through every change of
-    /// what they hold.
-    fn view_with_leases(&mut self, key: &[u8], policy: Option<Options>, now: Instant) -> View {
-        let leases = self.leases.of(key).to_vec();
+    /// [`view`](Self::view) of a key with leases, at `leased` among them: its bucket brought
+    /// through every change of what they hold.
+    pub(super) fn view_with_leases(
+        &mut self,
+        key: &[u8],
+        leased: usize,
+        policy: Option<Options>,
+        now: Instant,
+    ) -> View {
+        let leases = self.leases.at(leased).to_vec();
         let mut remembered = None;
         let mut current = None;
         let mut stored_at = None;
@@ -154,8 +160,8 @@ impl Limiter {
     }
 
     /// The bucket of a key without leases as it stands at `now` (the fields of a [`View`]
-    /// that such a key has): what `consume`, `check` and `limit` need while no lease or block
-    /// is in force anywhere.
+    /// that such a key has): what `consume`, `check` and `limit` need on a key without a
+    /// lease or a block.
     #[inline(always)]
     pub(super) fn plain_view(
         &mut self,
