@@ -31,36 +31,25 @@ impl Limiter {
         OnKey::Nothing
     }
 
-    /// [`check`](Self::check) on a key with leases (at `leased`) and no block.
+    /// [`check`](Self::check) (`commit` false) or [`consume`](Self::consume) (true) on a
+    /// key with leases (at `leased`) and no block.
     #[inline(never)]
-    pub(super) fn check_leased(
+    pub(super) fn take_leased(
         &mut self,
         key: &[u8],
         leased: usize,
         cost: Cost,
+        commit: bool,
         now: Instant,
     ) -> bool {
         let view = self.view_with_leases(key, leased, None, now);
-        take(view.current, cost, &view.options, now).is_ok()
-    }
-
-    /// [`consume`](Self::consume) on a key with leases (at `leased`) and no block.
-    #[inline(never)]
-    pub(super) fn consume_leased(
-        &mut self,
-        key: &[u8],
-        leased: usize,
-        cost: Cost,
-        now: Instant,
-    ) -> bool {
-        let view = self.view_with_leases(key, leased, None, now);
-        match take(view.current, cost, &view.options, now) {
-            Ok(next) => {
-                self.commit(key, view.at, next, view.policy, now);
-                true
-            }
-            Err(()) => false,
+        let Ok(next) = take(view.current, cost, &view.options, now) else {
+            return false;
+        };
+        if commit {
+            self.commit(key, view.at, next, view.policy, now);
         }
+        true
     }
 
     /// [`limit`](Self::limit) on a key blocked or with leases, as `on_key` says.

@@ -122,7 +122,7 @@ impl Limiter {
             match self.in_force_on(key, now) {
                 OnKey::Nothing => {}
                 OnKey::Blocked(_) => return false,
-                OnKey::Leases(at) => return self.check_leased(key, at, cost, now),
+                OnKey::Leases(at) => return self.take_leased(key, at, cost, false, now),
             }
         }
         let view = self.plain_view(key, None, now);
@@ -135,7 +135,7 @@ impl Limiter {
             match self.in_force_on(key, now) {
                 OnKey::Nothing => {}
                 OnKey::Blocked(_) => return false,
-                OnKey::Leases(at) => return self.consume_leased(key, at, cost, now),
+                OnKey::Leases(at) => return self.take_leased(key, at, cost, true, now),
             }
         }
         let view = self.plain_view(key, None, now);
