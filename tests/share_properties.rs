@@ -867,3 +867,86 @@ fn no_share_is_granted_when_leases_hold_the_capacity() {
     assert!(share.lease.is_none());
     assert_eq!(l.leases_of(b"k").len(), 2);
 }
+
+/// Two shares of an overloaded key of 7 tokens (a plain lease's holder counts as asking as
+/// much as the first), each of the least capacity such a share holds, 3 tokens.
+fn two_shares_of_seven(l: &mut Limiter) -> [Lease; 2] {
+    let ask = LeaseAsk {
+        want: Cost::ZERO,
+        rate: 10.0,
+        renew: None,
+    };
+    let plain = l
+        .limit_leased(KEY, cost(0.0), None, None, cost(1.0), at(0.0))
+        .unwrap()
+        .lease
+        .expect("a plain lease");
+    let first = l
+        .limit_shared(KEY, cost(1.0), None, None, ask, at(0.0))
+        .unwrap();
+    let settlement = Settlement {
+        id: plain.id,
+        used: Cost::ZERO,
+        left: None,
+    };
+    assert!(l.settle(KEY, settlement, at(0.0)));
+    let second = l
+        .limit_shared(KEY, cost(1.0), None, None, ask, at(0.0))
+        .unwrap();
+    let shares = [first, second].map(|d| d.lease.expect("a share"));
+    for share in shares {
+        assert_eq!(share.billionths, 3 * BILLION);
+    }
+    shares
+}
+
+/// On an overloaded key a share holds at least 3 whole tokens, where its fair part of the
+/// capacity would be less: a sub-bucket of one token drained at twice its refill admits two
+/// thirds of it, one of three tokens nearly all.
+#[test]
+fn an_overloaded_share_holds_at_least_three_tokens() {
+    let mut l = limiter(7.0, 0.1);
+    let [first, _] = two_shares_of_seven(&mut l);
+    // Its fair part: a third of what it wants, at most a third of the refill: 2 of 7 tokens.
+    assert!(first.parts <= rate_limiter::engine::RATE_PARTS / 3);
+}
+
+/// An ask for a share at an overloaded key whose shares leave no room for one more of the
+/// least capacity gets no share: its demand is kept on record for a term (a lease that holds
+/// nothing), which is the answer, and counts in the key's demand; an ask beyond 256 on record
+/// gets nothing. A renewal naming a record renews nothing.
+#[test]
+fn a_crowded_key_records_asks_instead_of_granting_shares() {
+    let mut l = limiter(7.0, 0.1);
+    two_shares_of_seven(&mut l);
+    let ask = LeaseAsk {
+        want: cost(1.0),
+        rate: 20.0,
+        renew: None,
+    };
+    let before = l.status(KEY, at(650.0)).remaining;
+    let answer = l
+        .limit_shared(KEY, cost(0.0), None, None, ask, at(650.0))
+        .unwrap();
+    let record = answer.lease.expect("the ask on record");
+    assert!(record.is_interest());
+    assert_eq!((record.billionths, record.parts, record.next), (0, 0, None));
+    assert_eq!(record.expires_at, at(1_650.0));
+    assert_eq!(answer.moved, 0);
+    assert_eq!(l.status(KEY, at(650.0)).remaining, before);
+    // A renewal naming it renews nothing.
+    let renewal = LeaseAsk {
+        renew: Some(record.id),
+        ..ask
+    };
+    let again = l
+        .limit_shared(KEY, cost(0.0), None, None, renewal, at(700.0))
+        .unwrap();
+    assert!(again.lease.is_none_or(|l| !l.is_share()));
+    for i in 0..300 {
+        l.limit_shared(KEY, cost(0.0), None, None, ask, at(700.0 + f64::from(i)))
+            .unwrap();
+    }
+    let records = l.leases_of(KEY).iter().filter(|l| l.is_interest()).count();
+    assert_eq!(records, 256);
+}

@@ -20,11 +20,18 @@ const FIRST_REPORT_MS = 100;
 
 /**
  * A share is asked for only by an isolate whose demand is at least the refill that comes with
- * this many tokens of capacity (the bucket's rate over its capacity, times this): a smaller
- * sub-bucket fills up while its holder is idle and others wait, and a partition of the bucket
- * loses most there (docs/SPEC.md, 11.9).
+ * this many tokens of capacity (the bucket's rate over its capacity, times this): twice the
+ * least share of an overloaded key (3 tokens, drained at twice their refill). With less, a
+ * sub-bucket fills up while its holder is idle and others wait (docs/SPEC.md, 11.9).
  */
-const SHARE_TOKENS = 8;
+const SHARE_TOKENS = 6;
+
+/**
+ * A first share is asked for only once this many requests were counted since the demand was
+ * last measured: the object sizes the share, and judges whether this isolate is alone on the
+ * key, by the rate reported, which a handful of requests over a short measure overstates.
+ */
+const FIRST_ASK_REQUESTS = 8;
 
 /**
  * A share held is renewed while its holder's demand is at least this part of what asking for
@@ -80,6 +87,7 @@ function demandRate(entry, now) {
 
 /** Whether the demand on `entry` is enough for a share (`part` of SHARE_TOKENS' refill). */
 export function worthAShare(entry, policy, now, part = 1) {
+  if (entry.share === null && (entry.demand < FIRST_ASK_REQUESTS || now < entry.noShareUntil)) return false;
   const bucket = bucketOf(policy, entry.last);
   if (bucket === null) return true;
   if (bucket.intervalMs > SLOWEST_SHARED_INTERVAL_MS) return false;

@@ -52,6 +52,12 @@ export class Entry {
   /** The rate last reported: it stands in for the part of a second before a short measure. */
   reportedRate = 0;
   /**
+   * Until when (isolate clock, ms) no share is asked for: the object put this isolate's ask on
+   * record instead of granting one (more isolates ask than shares fit), and counts it until
+   * then.
+   */
+  noShareUntil = 0;
+  /**
    * Whether a call that settles or takes a lease is in flight. Requests on the bucket meanwhile
    * make plain calls: awaiting another request's call is not allowed in Workers (the wait
    * would continue in that request's context, and its I/O is not ours).

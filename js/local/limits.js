@@ -384,6 +384,10 @@ export class LocalLimits {
       else if (entry.share === share && share.id === granted.id) share.renewed(granted, sent, received, cost === 0);
     } else if (share === null && granted !== null && granted.tokens > 0) {
       entry.lease = leaseOf(granted, sent, this.#marginMs);
+    } else if (share === null && granted !== null) {
+      // The ask is on record at the object until then, instead of a share: plain leases and
+      // held denials serve meanwhile.
+      entry.noShareUntil = received + granted.ttl_ms;
     }
     // The answer's remaining counts what this isolate now holds: the share's tokens, or the
     // plain lease an ask for a share got instead.

@@ -28,6 +28,10 @@ export function leaseDecisionObject(decision, id, tokens, ttl_ms) {
   decision.lease = tokens > 0 ? { id, tokens, ttl_ms } : null;
   return decision;
 }
+export function recordDecisionObject(decision, id, ttl_ms) {
+  decision.lease = { id, tokens: 0, ttl_ms };
+  return decision;
+}
 export function shareDecisionObject(decision, id, tokens, ttl_ms, term_ms, capacity, refill_every_ns, next) {
   const share = {
     capacity, refill_every_ns: refill_every_ns < 0 ? null : refill_every_ns, term_ms, next: null,
@@ -68,6 +72,9 @@ extern "C" {
 
     #[wasm_bindgen(js_name = leaseDecisionObject)]
     fn lease_decision_object_js(decision: Object, id: f64, tokens: f64, ttl_ms: f64) -> Object;
+
+    #[wasm_bindgen(js_name = recordDecisionObject)]
+    fn record_decision_object_js(decision: Object, id: f64, ttl_ms: f64) -> Object;
 
     #[wasm_bindgen(js_name = shareDecisionObject)]
     #[allow(clippy::too_many_arguments)]
@@ -115,10 +122,15 @@ pub(crate) fn all_decision_object(decision: &AllDecision) -> Object {
 }
 
 /// A decision with `lease: { id, tokens, ttl_ms, share? } | null`: `tokens` moved into the
-/// lease by the call, `ttl_ms` until its current term ends, and for a share its terms.
+/// lease by the call, `ttl_ms` until its current term ends, and for a share its terms; an ask
+/// for a share put on record instead is `{ id, tokens: 0, ttl_ms }`, `ttl_ms` until it ends.
 pub(crate) fn lease_decision_object(decision: &LeaseDecision, now: Instant) -> Object {
     let object = decision_object(&decision.decision);
     let tokens = decision.moved as f64 / 1e9;
+    if let Some(record) = decision.lease.filter(Lease::is_interest) {
+        let ttl_ms = record.expires_at.saturating_since(now) as f64 / 1e6;
+        return record_decision_object_js(object, record.id as f64, ttl_ms);
+    }
     let Some(lease) = decision.lease.filter(Lease::is_share) else {
         let id = decision.lease.map_or(0.0, |lease| lease.id as f64);
         let ttl_ms = (LEASE_TTL_NANOS / 1_000_000) as f64;

@@ -143,10 +143,12 @@ pub struct RateLimitSettlement {
 pub struct RateLimitLease {
     /// Names the lease when it is settled.
     pub id: f64,
-    /// Tokens granted, besides the call's own cost (for a share: moved into its bucket).
+    /// Tokens granted, besides the call's own cost (for a share: moved into its bucket). 0,
+    /// without `share`: the ask for a share was kept on record instead (the key has more
+    /// isolates asking than shares fit); ask again after `ttl_ms`.
     pub tokens: f64,
-    /// Milliseconds the lease (a share: its current term) is valid from the call; after that
-    /// it counts as fully used.
+    /// Milliseconds the lease (a share: its current term; a record: the record) is valid from
+    /// the call; after that it counts as fully used.
     pub ttl_ms: f64,
     /// Present for a share: its terms.
     #[tsify(optional, type = "RateLimitShare | undefined")]

@@ -23,6 +23,10 @@ pub const SHARE_TERM_NANOS: u64 = 1_000_000_000;
 /// stays bounded whatever callers do.
 pub const MAX_LEASES_PER_KEY: usize = 1_024;
 
+/// Asks for a share that got none kept on record per key at once (each for a term): enough to
+/// tell that a key has more isolates asking than shares it could grant.
+pub const MAX_ASKS_ON_RECORD: usize = 256;
+
 /// One lease or share. Amounts are billionths of a token whatever the bucket's unit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Lease {
@@ -62,6 +66,13 @@ impl Lease {
     /// Whether it is a share (asked for a part of the refill), not a plain lease.
     pub fn is_share(&self) -> bool {
         self.wanted > 0 || self.parts > 0 || self.next.is_some()
+    }
+
+    /// Whether it holds nothing (no capacity, no refill, no next term) and only records what
+    /// its holder wants: an ask for a share that got none, on record for a term, or a share in
+    /// a last term that holds nothing. Only its demand counts.
+    pub fn is_interest(&self) -> bool {
+        self.wanted > 0 && self.billionths == 0 && self.parts == 0 && self.next.is_none()
     }
 
     /// When its last term ends: from then on it counts as fully used.

@@ -4,14 +4,14 @@
 //! shares, refill) out of the main bucket without creating any (docs/SPEC.md, 10 and 11.3).
 
 use super::bucket::{wait_for, Bucket};
-use super::lease::{Lease, Term, LEASE_TTL_NANOS, SHARE_TERM_NANOS};
+use super::lease::{Lease, Term, LEASE_TTL_NANOS, MAX_ASKS_ON_RECORD, SHARE_TERM_NANOS};
 use super::leased::{LeaseAsk, Settlement};
 use super::limiter::{give_back, Limiter};
 use super::options::{Cost, Options, UNITS_PER_TOKEN};
 use super::share::{
-    allocate, billionths_of, demand, demand_of_parts, free_parts, free_units, main_period,
-    main_period_beside, others, out_at, parts_cap, refills, rescale, share_due, term_units,
-    wanted_parts, GRANT_FROM, RATE_PARTS, RENEW_FROM,
+    allocate, billionths_of, crowded, demand, demand_of_parts, free_parts, free_units,
+    least_tokens, main_period, main_period_beside, others, out_at, overloaded, parts_cap, refills,
+    rescale, share_due, term_units, wanted_parts, GRANT_FROM, RATE_PARTS, RENEW_FROM,
 };
 use super::time::Instant;
 use super::view::View;
@@ -57,7 +57,11 @@ impl Limiter {
         let want = ask.want.units(&options).unwrap_or(options.capacity_units());
         let renewed = ask
             .renew
-            .and_then(|id| view.live.iter().find(|l| l.id == id && l.is_share()))
+            .and_then(|id| {
+                view.live
+                    .iter()
+                    .find(|l| l.id == id && l.is_share() && !l.is_interest())
+            })
             .copied();
         let share_ask = ShareAsk {
             rate: ask.rate,
@@ -70,20 +74,49 @@ impl Limiter {
             return nothing;
         }
         // A share only where the demand is well above the refill, or one holder's alone
-        // reaches it (11.7); else a plain lease.
-        if ask.rate > 0.0
-            && ask.renew.is_none()
-            && share_due(
-                demand(&view.live, refills(ask.rate, &options), now),
-                GRANT_FROM,
-            )
-        {
-            return self.new_share(key, view, share_ask, state, now);
+        // reaches it (11.7); else a plain lease. At an overloaded key with more isolates
+        // asking than could each hold a share, none is granted, and the ask's demand stays on
+        // record for a term: the key's demand then counts every isolate that asks, not only
+        // those that hold something.
+        if ask.rate > 0.0 && ask.renew.is_none() {
+            let demand = demand(&view.live, refills(ask.rate, &options), now);
+            if share_due(demand, GRANT_FROM) {
+                if !(overloaded(demand) && crowded(&view.live, &options)) {
+                    return self.new_share(key, view, share_ask, state, now);
+                }
+                // The record is the answer: its holder asks again when it ends.
+                let record = self.record_interest(key, view, ask.rate, now);
+                return Grant {
+                    state,
+                    lease: record,
+                    moved: 0,
+                };
+            }
         }
         if allowed && want > 0 {
             return self.plain_lease(key, view, want, state, now);
         }
         nothing
+    }
+
+    /// Records the demand `rate` of an ask that got no share, for one term (a lease that holds
+    /// nothing), unless MAX_ASKS_ON_RECORD are on record already.
+    fn record_interest(
+        &mut self,
+        key: &[u8],
+        view: &mut View,
+        rate: f64,
+        now: Instant,
+    ) -> Option<Lease> {
+        if view.live.iter().filter(|l| l.is_interest()).count() >= MAX_ASKS_ON_RECORD {
+            return None;
+        }
+        let wanted = wanted_parts(rate, &view.options);
+        let record = self
+            .leases
+            .grant(key, Term::default(), wanted, now, SHARE_TERM_NANOS);
+        view.live.push(record);
+        Some(record)
     }
 
     /// A renewal (with a rate: the holder's demand, for its next term) and top-up of the live
@@ -120,6 +153,7 @@ impl Limiter {
                 &others,
                 share.wanted,
                 parts_cap(share.wanted, demand),
+                least_tokens(demand),
                 &options,
                 share.expires_at,
                 until,
@@ -180,9 +214,19 @@ impl Limiter {
     ) -> Grant {
         let options = view.options;
         let wanted = wanted_parts(rate, &options);
-        let cap = parts_cap(wanted, demand(&view.live, refills(rate, &options), now));
+        let demand = demand(&view.live, refills(rate, &options), now);
+        let cap = parts_cap(wanted, demand);
         let until = now.saturating_add(SHARE_TERM_NANOS);
-        let mut term = allocate(&view.live, wanted, cap, &options, now, until);
+        let least = least_tokens(demand);
+        let mut term = allocate(&view.live, wanted, cap, least, &options, now, until);
+        // (An overloaded key's share without its least tokens is none, whatever a top-up moves.)
+        if least > 1 && term.parts == 0 {
+            return Grant {
+                state,
+                lease: None,
+                moved: 0,
+            };
+        }
         // The share's capacity leaves the main bucket's: what no longer fits there moves
         // into the share. A top-up (when the call was allowed) may raise its capacity, as
         // far as the others leave it free. The share gets whole tokens (its holder's bucket

@@ -176,23 +176,53 @@ const OVERLOADED_DIVISOR: u32 = 3;
 /// The most parts a share may hold of the `wanted` its holder asks for, by the demand (a
 /// holder alone on its key gets what it wants: there is no other demand to pool).
 pub fn parts_cap(wanted: u32, demand: Demand) -> u32 {
-    if demand.all >= OVERLOADED && demand.all > demand.own {
+    if overloaded(demand) {
         wanted / OVERLOADED_DIVISOR
     } else {
         wanted
     }
 }
 
+/// Whether the demand on a key overloads it, and not by the asking holder's demand alone.
+pub fn overloaded(demand: Demand) -> bool {
+    demand.all >= OVERLOADED && demand.all > demand.own
+}
+
+/// The fewest whole tokens a share of an overloaded key holds: a sub-bucket of 3 tokens
+/// drained at twice its refill admits 0.987 of it, one of 1 token 0.667 (11.8).
+const LEAST_OVERLOADED_TOKENS: u64 = 3;
+
+/// The fewest whole tokens a new share or next term holds at that demand.
+pub fn least_tokens(demand: Demand) -> u64 {
+    if overloaded(demand) {
+        LEAST_OVERLOADED_TOKENS
+    } else {
+        1
+    }
+}
+
+/// Whether the shares of `live` and one more could not each hold the least tokens of an
+/// overloaded key: more isolates ask than such shares fit in its capacity.
+pub fn crowded(live: &[Lease], options: &Options) -> bool {
+    let shares = live
+        .iter()
+        .filter(|l| l.is_share() && !l.is_interest())
+        .count() as u64;
+    (shares + 1).saturating_mul(LEAST_OVERLOADED_TOKENS) > options.max_tokens()
+}
+
 /// The terms of a share asked for with `wanted` parts, for a term from `from`, beside
 /// `others` (the key's other leases): its fair part of the refill by what every share wants,
 /// at most what the others leave free at every moment of the term; a capacity in proportion
-/// (at least one whole token, at most what is free throughout, and one token left to the main
-/// bucket while it keeps parts), with the parts of that capacity if it was rounded up.
-/// Without a whole token, nothing (the empty term: no share is granted). (docs/SPEC.md, 11.7)
+/// (at least `least` whole tokens, at most what is free throughout, and one token left to the
+/// main bucket while it keeps parts), with the parts of that capacity if it was rounded up.
+/// Without `least` whole tokens, nothing (the empty term: no share is granted).
+/// (docs/SPEC.md, 11.7)
 pub fn allocate(
     others: &[Lease],
     wanted: u32,
     cap: u32,
+    least: u64,
     options: &Options,
     from: Instant,
     until: Instant,
@@ -205,7 +235,7 @@ pub fn allocate(
     let unit = options.unit();
     let free_tokens = options.capacity_units().saturating_sub(taken.units) / unit;
     let fair_tokens = u128::from(options.max_tokens()) * u128::from(parts) / u128::from(RATE_PARTS);
-    let mut tokens = (fair_tokens.max(1) as u64)
+    let mut tokens = (fair_tokens.max(least.max(1).into()) as u64)
         .min(free_tokens)
         .min(MAX_TOKENS_IN_BILLIONTHS);
     // Parts in proportion to the capacity: a share rounded up to a whole token gets that
@@ -223,7 +253,7 @@ pub fn allocate(
     if free_parts > parts && free_tokens == tokens {
         tokens = tokens.saturating_sub(1);
     }
-    if parts == 0 || tokens == 0 {
+    if parts == 0 || tokens == 0 || tokens < least {
         return Term::default();
     }
     Term {

@@ -39,23 +39,24 @@ describe('limitLeased with a rate: shares', () => {
 
   it('renews a share with a next term from the end of the current one, once', () => {
     const server = new RateLimiterServer({} as Ctx, {});
-    // Seven plain leases: their holders count as asking as much as the share's, so 2 tokens/s
-    // of a 10/s refill is demand at 1.6x the refill.
-    for (let i = 0; i < 7; i++) server.limitLeased('k', 0, TEN, { want: 1 });
-    const id = server.limitLeased('k', 1, TEN, { rate: 2 }).lease!.id;
+    // Four plain leases: their holders count as asking as much as the share's, so 4 tokens/s
+    // of a 10/s refill is demand at 2x the refill.
+    for (let i = 0; i < 4; i++) server.limitLeased('k', 0, TEN, { want: 1 });
+    const id = server.limitLeased('k', 1, TEN, { rate: 4 }).lease!.id;
     at(500);
-    const renewed = server.limitLeased('k', 0, TEN, { rate: 2, renew: id }).lease!;
+    const renewed = server.limitLeased('k', 0, TEN, { rate: 4, renew: id }).lease!;
     expect(renewed.id).toBe(id);
     expect(renewed.ttl_ms).toBe(500);
-    // The holder wants 1.5 x 2 tokens/s of a 10 tokens/s refill (an eighth of it, divided
-    // fairly among eight holders that want as much). The key is overloaded (1.6x its refill,
-    // from more than this holder), so the share holds a third of that: about a token a second
-    // (its parts rounded down, so a little slower), and one whole token of capacity.
+    // The holder wants 1.5 x 4 tokens/s of a 10 tokens/s refill (a fifth of it, divided
+    // fairly among five holders that want as much). The key is overloaded (2x its refill,
+    // from more than this holder), so the share holds a third of what it wants: 2 tokens a
+    // second (its parts rounded down, so a little slower), and the least capacity of a share
+    // of an overloaded key, 3 whole tokens.
     expect(renewed.share).toEqual({
-      capacity: 1,
-      refill_every_ns: 1_000_005_723,
+      capacity: 3,
+      refill_every_ns: 500_000_477,
       term_ms: 1_000,
-      next: { capacity: 1, refill_every_ns: 1_000_005_723 },
+      next: { capacity: 3, refill_every_ns: 500_000_477 },
     });
     at(600);
     const again = server.limitLeased('k', 0, TEN, { rate: 50, renew: id }).lease!;
@@ -189,7 +190,7 @@ describe('LocalLimits with shares', () => {
     expect(calls.length - renewals).toBeLessThan(10);
   });
 
-  it('asks for a share only with demand for the refill of 8 tokens of capacity (8/s here)', async () => {
+  it('asks for a share only with demand for the refill of 6 tokens of capacity (6/s here)', async () => {
     const asked = async (everyMs: number) => {
       const server = new RateLimiterServer({} as Ctx, {});
       const { stub, rates } = reportingRates(server);
@@ -208,8 +209,46 @@ describe('LocalLimits with shares', () => {
     // One every 50 ms (20/s): a share is asked for, with the demand measured over a second.
     const rates = await asked(50);
     expect(rates.length).toBeGreaterThan(0);
-    expect(rates[0]).toBeGreaterThanOrEqual(8);
+    expect(rates[0]).toBeGreaterThanOrEqual(6);
     expect(rates[0]).toBeLessThanOrEqual(21);
+  });
+
+  it('asks no share while its ask is on record at an object crowded with shares, and again after', async () => {
+    const SEVEN = { max_tokens: 7, refill_every_seconds: 0.1 };
+    const server = new RateLimiterServer({} as Ctx, {});
+    // Two other isolates hold shares of an overloaded key (a plain lease's holder counts as
+    // asking as much): 3 tokens each, the least such a share holds, so a third would not fit.
+    at(0);
+    const plain = server.limitLeased('k', 0, SEVEN, { want: 1 }).lease!;
+    const first = server.limitLeased('k', 1, SEVEN, { rate: 10 }).lease!;
+    server.settle('k', { id: plain.id, used: 0 });
+    const second = server.limitLeased('k', 1, SEVEN, { rate: 10 }).lease!;
+    expect([first.share!.capacity, second.share!.capacity]).toEqual([3, 3]);
+    const asks: { at: number; lease: unknown }[] = [];
+    const stub = {
+      limit: async (key: string, cost?: number, policy?: RateLimiterOptions) => server.limit(key, cost, policy),
+      limitLeased: async (key: string, cost?: number, policy?: RateLimiterOptions, lease?: RateLimitLeaseRequest) => {
+        const answer = server.limitLeased(key, cost, policy, lease);
+        if (lease?.rate !== undefined) asks.push({ at: Date.now() - T0, lease: answer.lease });
+        return answer;
+      },
+      settle: async (key: string, settlement: { id: number; used: number }) => server.settle(key, settlement),
+    };
+    const local = new LocalLimits({ clock: () => Date.now(), shares: true });
+    const owner = {};
+    for (let ms = 0; ms < 5_000; ms += 50) {
+      at(ms);
+      if (ms % 500 === 0) {
+        for (const { id } of [first, second]) server.limitLeased('k', 0, SEVEN, { rate: 10, renew: id });
+      }
+      await local.limit(owner, 'o', stub, 'k', 1, SEVEN, () => {});
+    }
+    // Each ask comes back as a record of the ask (no tokens, no share) for a term (1 s): the
+    // isolate asks again only after it ends, not at its next request.
+    expect(asks.length).toBeGreaterThanOrEqual(2);
+    expect(asks.length).toBeLessThanOrEqual(5);
+    for (const ask of asks) expect(ask.lease).toEqual({ id: expect.any(Number), tokens: 0, ttl_ms: 1_000 });
+    for (let i = 1; i < asks.length; i++) expect(asks[i].at - asks[i - 1].at).toBeGreaterThanOrEqual(1_000);
   });
 
   it('renews a share while its holder asks for half of what a share takes, and lets it end below', async () => {
