@@ -929,7 +929,7 @@ fn a_crowded_key_records_asks_instead_of_granting_shares() {
         .limit_shared(KEY, cost(0.0), None, None, ask, at(650.0))
         .unwrap();
     let record = answer.lease.expect("the ask on record");
-    assert!(record.is_interest());
+    assert!(record.is_record());
     assert_eq!((record.billionths, record.parts, record.next), (0, 0, None));
     assert_eq!(record.expires_at, at(1_650.0));
     assert_eq!(answer.moved, 0);
@@ -947,6 +947,6 @@ fn a_crowded_key_records_asks_instead_of_granting_shares() {
         l.limit_shared(KEY, cost(0.0), None, None, ask, at(700.0 + f64::from(i)))
             .unwrap();
     }
-    let records = l.leases_of(KEY).iter().filter(|l| l.is_interest()).count();
+    let records = l.leases_of(KEY).iter().filter(|l| l.is_record()).count();
     assert_eq!(records, 256);
 }

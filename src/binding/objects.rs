@@ -127,7 +127,7 @@ pub(crate) fn all_decision_object(decision: &AllDecision) -> Object {
 pub(crate) fn lease_decision_object(decision: &LeaseDecision, now: Instant) -> Object {
     let object = decision_object(&decision.decision);
     let tokens = decision.moved as f64 / 1e9;
-    if let Some(record) = decision.lease.filter(Lease::is_interest) {
+    if let Some(record) = decision.lease.filter(Lease::is_record) {
         let ttl_ms = record.expires_at.saturating_since(now) as f64 / 1e6;
         return record_decision_object_js(object, record.id as f64, ttl_ms);
     }

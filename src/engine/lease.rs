@@ -71,7 +71,7 @@ impl Lease {
     /// Whether it holds nothing (no capacity, no refill, no next term) and only records what
     /// its holder wants: an ask for a share that got none, on record for a term, or a share in
     /// a last term that holds nothing. Only its demand counts.
-    pub fn is_interest(&self) -> bool {
+    pub fn is_record(&self) -> bool {
         self.wanted > 0 && self.billionths == 0 && self.parts == 0 && self.next.is_none()
     }
 

@@ -60,7 +60,7 @@ impl Limiter {
             .and_then(|id| {
                 view.live
                     .iter()
-                    .find(|l| l.id == id && l.is_share() && !l.is_interest())
+                    .find(|l| l.id == id && l.is_share() && !l.is_record())
             })
             .copied();
         let share_ask = ShareAsk {
@@ -85,7 +85,7 @@ impl Limiter {
                     return self.new_share(key, view, share_ask, state, now);
                 }
                 // The record is the answer: its holder asks again when it ends.
-                let record = self.record_interest(key, view, ask.rate, now);
+                let record = self.record_ask(key, view, ask.rate, now);
                 return Grant {
                     state,
                     lease: record,
@@ -101,14 +101,14 @@ impl Limiter {
 
     /// Records the demand `rate` of an ask that got no share, for one term (a lease that holds
     /// nothing), unless MAX_ASKS_ON_RECORD are on record already.
-    fn record_interest(
+    fn record_ask(
         &mut self,
         key: &[u8],
         view: &mut View,
         rate: f64,
         now: Instant,
     ) -> Option<Lease> {
-        if view.live.iter().filter(|l| l.is_interest()).count() >= MAX_ASKS_ON_RECORD {
+        if view.live.iter().filter(|l| l.is_record()).count() >= MAX_ASKS_ON_RECORD {
             return None;
         }
         let wanted = wanted_parts(rate, &view.options);

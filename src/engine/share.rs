@@ -206,7 +206,7 @@ pub fn least_tokens(demand: Demand) -> u64 {
 pub fn crowded(live: &[Lease], options: &Options) -> bool {
     let shares = live
         .iter()
-        .filter(|l| l.is_share() && !l.is_interest())
+        .filter(|l| l.is_share() && !l.is_record())
         .count() as u64;
     (shares + 1).saturating_mul(LEAST_OVERLOADED_TOKENS) > options.max_tokens()
 }
