@@ -204,11 +204,8 @@ pub fn least_tokens(demand: Demand) -> u64 {
 /// Whether the shares of `live` and one more could not each hold the least tokens of an
 /// overloaded key: more isolates ask than such shares fit in its capacity.
 pub fn crowded(live: &[Lease], options: &Options) -> bool {
-    let shares = live
-        .iter()
-        .filter(|l| l.is_share() && !l.is_record())
-        .count() as u64;
-    (shares + 1).saturating_mul(LEAST_OVERLOADED_TOKENS) > options.max_tokens()
+    let shares = live.iter().filter(|l| l.is_share() && !l.is_record());
+    (shares.count() as u64 + 1).saturating_mul(LEAST_OVERLOADED_TOKENS) > options.max_tokens()
 }
 
 /// The terms of a share asked for with `wanted` parts, for a term from `from`, beside
