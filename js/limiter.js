@@ -216,8 +216,8 @@ export class LocalLimiter {
       cell.limiter = new RateLimiter(seed[0], seed[1]);
       cell.generation = cell.instance.generation;
       cell.incarnation += 1;
-      // Where its limitInto decisions are read, in 8-byte units of wasm memory.
-      cell.limiter.slotIndex = cell.limiter.decisionSlots() / 8;
+      // Where its limitInto decisions are read.
+      cell.limiter.slots = slotsOf(cell.limiter);
       // The key of its last *Text call (consumeNow): none yet.
       cell.limiter.textKey = null;
       if (cell.options !== undefined) cell.limiter.setOptions(Date.now(), cell.options);
@@ -307,23 +307,25 @@ function limitNow(limiter, key, cost, policy) {
   return limiter.limit(Date.now(), key, cost, policy);
 }
 
-// A view of the current wasm memory, made anew when memory grew (its buffer is then another)
-// or a trap replaced the instance.
-let memory = new Float64Array(0);
+// The limiter's decision slots as a view of wasm memory. Growing the memory detaches the
+// buffer under a view, whose length is then 0: the view is made anew (a trap's new instance
+// makes a new limiter, with its own view).
+function slotsOf(limiter) {
+  return new Float64Array(wasmMemory().buffer, limiter.decisionSlots(), 5);
+}
 
 /** The decision `limitInto` left in the limiter's slots, as the general path builds it. */
 function decisionFromSlots(limiter, allowed) {
-  const buffer = wasmMemory().buffer;
-  if (memory.buffer !== buffer) memory = new Float64Array(buffer);
-  const at = limiter.slotIndex;
-  const retry = memory[at + 3];
+  let slots = limiter.slots;
+  if (slots.length === 0) slots = limiter.slots = slotsOf(limiter);
+  const retry = slots[3];
   return {
     allowed,
-    remaining: memory[at],
-    limit: memory[at + 1],
-    reset_in_ms: memory[at + 2],
+    remaining: slots[0],
+    limit: slots[1],
+    reset_in_ms: slots[2],
     retry_after_ms: retry < 0 ? null : retry,
-    window_ms: memory[at + 4],
+    window_ms: slots[4],
   };
 }
 

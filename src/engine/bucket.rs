@@ -14,14 +14,17 @@ pub struct Bucket {
 
 impl Bucket {
     /// A bucket as a snapshot recorded it; [`refill`] and [`convert`] bring it up to date.
+    #[inline(always)]
     pub fn from_parts(units: u64, last_refill: Instant) -> Bucket {
         Bucket { units, last_refill }
     }
 
+    #[inline(always)]
     pub fn units(&self) -> u64 {
         self.units
     }
 
+    #[inline(always)]
     pub fn last_refill(&self) -> Instant {
         self.last_refill
     }
@@ -41,6 +44,7 @@ pub struct Status {
 /// The bucket as it stands at `now`: `k` whole intervals since `last_refill` add `k` tokens
 /// and move `last_refill` by exactly `k` intervals (sub-interval progress is kept); if that
 /// reaches capacity the bucket is full (`None`). A clock that went back adds nothing.
+#[inline(always)]
 pub fn refill(stored: Option<Bucket>, options: &Options, now: Instant) -> Option<Bucket> {
     refill_by(stored, options.interval_nanos(), options, now)
 }
@@ -121,6 +125,7 @@ pub fn convert(stored: Option<Bucket>, from: &Options, to: &Options) -> Option<B
 
 /// Takes `cost` from a bucket already refilled to `now`. `Err` leaves the bucket as it was:
 /// not enough tokens, or a cost above capacity (never satisfiable).
+#[inline(always)]
 pub fn take(
     current: Option<Bucket>,
     cost: Cost,

@@ -111,7 +111,7 @@ impl Limiter {
 
     /// No lease and no block anywhere: every key is a plain bucket (the common case, which
     /// `consume`, `check` and `limit` keep as short as before either existed).
-    #[inline]
+    #[inline(always)]
     fn nothing_in_force(&self) -> bool {
         self.leases.is_empty() && self.blocks.is_empty()
     }

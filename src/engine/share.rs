@@ -314,7 +314,15 @@ fn changes(leases: &[Lease], options: &Options, after: Instant, until: Instant) 
         }
     }
     changes.retain(|c| c.at > after && c.at <= until);
-    changes.sort_unstable_by_key(|c| c.at);
+    // Insertion sort, as the standard sort does up to 20 elements: a few changes, mostly in
+    // order already, and no quicksort in the .wasm.
+    for i in 1..changes.len() {
+        let mut j = i;
+        while j > 0 && changes[j].at < changes[j - 1].at {
+            changes.swap(j, j - 1);
+            j -= 1;
+        }
+    }
     changes
 }
 

@@ -62,6 +62,7 @@ impl Key {
         }
     }
 
+    #[inline(always)]
     fn as_bytes(&self) -> &[u8] {
         match self {
             Key::Inline { len, bytes } => &bytes[..*len as usize],
@@ -92,6 +93,7 @@ struct Slots {
 }
 
 impl Slots {
+    #[inline(always)]
     fn get(&self, position: usize) -> Option<&Slot> {
         if position >= self.len {
             return None;
@@ -99,6 +101,7 @@ impl Slots {
         self.chunks.get(position / CHUNK)?.get(position % CHUNK)
     }
 
+    #[inline(always)]
     fn get_mut(&mut self, position: usize) -> Option<&mut Slot> {
         if position >= self.len {
             return None;
@@ -159,6 +162,7 @@ pub struct Store {
 
 /// The table of `hash` among `tables` (1 or [`SHARDS`]): bits that hashbrown itself does not
 /// use for the position or the tag within a table.
+#[inline(always)]
 fn shard(hash: u64, tables: usize) -> usize {
     (hash >> 32) as usize % tables
 }
@@ -178,10 +182,12 @@ impl Store {
         self.slots.len
     }
 
+    #[inline(always)]
     fn hash(&self, key: &[u8]) -> u64 {
         self.hasher.hash_one(key)
     }
 
+    #[inline(always)]
     pub fn position(&self, key: &[u8]) -> Option<usize> {
         let hash = self.hash(key);
         let slots = &self.slots;
@@ -210,6 +216,7 @@ impl Store {
     }
 
     /// The bucket at `position` and the key's own policy, if it has one.
+    #[inline(always)]
     pub fn get(&self, position: usize) -> Option<(Bucket, Option<Options>)> {
         let slot = self.slots.get(position)?;
         Some((slot.bucket, self.policies.get(slot.policy)))
@@ -368,6 +375,7 @@ struct Policies {
 }
 
 impl Policies {
+    #[inline(always)]
     fn get(&self, id: u32) -> Option<Options> {
         let index = id.checked_sub(1)?;
         self.entries

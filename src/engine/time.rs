@@ -51,8 +51,22 @@ pub fn ceil_millis(nanos: u128) -> f64 {
     // a 128-bit one is a library call.
     match u64::try_from(nanos) {
         Ok(nanos) => nanos.div_ceil(NANOS_PER_MILLI) as f64,
-        Err(_) => nanos.div_ceil(NANOS_PER_MILLI.into()) as f64,
+        Err(_) => millis_of_wide(nanos) as f64,
     }
+}
+
+/// `nanos.div_ceil(NANOS_PER_MILLI)` by long division in 32-bit digits (the divisor is below
+/// 2^32, so each step fits 64 bits): four native divisions instead of the 128-bit library
+/// call, for the windows of big buckets that `limit` reports on every call.
+fn millis_of_wide(nanos: u128) -> u128 {
+    let mut quotient = 0u128;
+    let mut rest = 0u64;
+    for shift in [96, 64, 32, 0] {
+        let digit = (rest << 32) | u64::from((nanos >> shift) as u32);
+        quotient = (quotient << 32) | u128::from(digit / NANOS_PER_MILLI);
+        rest = digit % NANOS_PER_MILLI;
+    }
+    quotient + u128::from(rest > 0)
 }
 
 #[cfg(test)]
@@ -85,5 +99,22 @@ mod tests {
         assert_eq!(ceil_millis(7_000_000_001), 7001.0);
         assert_eq!(ceil_millis(u128::from(u64::MAX)), 18_446_744_073_710.0);
         assert_eq!(ceil_millis(u128::from(u64::MAX) + 1), 18_446_744_073_710.0);
+    }
+
+    #[test]
+    fn wide_waits_divide_as_128_bit_numbers_do() {
+        let cases = [
+            u128::from(u64::MAX) + 1,
+            3_600_000_000_000 * 1_000_000_000_000_000,
+            9_007_199_254_740_991 * 1_000_000_000 * 1_000_000_000_000,
+            u128::MAX - 1_000_000,
+            u128::MAX,
+        ];
+        for nanos in cases
+            .into_iter()
+            .chain((0..64).map(|i| (u128::MAX >> i) - i))
+        {
+            assert_eq!(millis_of_wide(nanos), nanos.div_ceil(1_000_000), "{nanos}");
+        }
     }
 }
