@@ -9,9 +9,9 @@ use super::leased::{LeaseAsk, Settlement};
 use super::limiter::{give_back, Limiter};
 use super::options::{Cost, Options, UNITS_PER_TOKEN};
 use super::share::{
-    allocate, billionths_of, crowded, demand, demand_of_parts, free_parts, free_units,
-    least_tokens, main_period, main_period_beside, others, out_at, overloaded, parts_cap, refills,
-    rescale, share_due, term_units, wanted_parts, GRANT_FROM, RATE_PARTS, RENEW_FROM,
+    allocate, billionths_of, demand, demand_of_parts, free_parts, free_units, main_period,
+    main_period_beside, others, out_at, overloaded, parts_cap, refills, rescale, share_due,
+    term_units, wanted_parts, Demand, GRANT_FROM, RATE_PARTS, RENEW_FROM,
 };
 use super::time::Instant;
 use super::view::View;
@@ -344,6 +344,26 @@ impl Limiter {
         self.commit(key, view.at, next, view.policy, now);
         true
     }
+}
+
+/// The fewest whole tokens a share of an overloaded key holds: a sub-bucket of 3 tokens
+/// drained at twice its refill admits 0.987 of it, one of 1 token 0.667 (docs/SPEC.md, 11.8).
+const LEAST_OVERLOADED_TOKENS: u64 = 3;
+
+/// The fewest whole tokens a new share or next term holds at that demand.
+fn least_tokens(demand: Demand) -> u64 {
+    if overloaded(demand) {
+        LEAST_OVERLOADED_TOKENS
+    } else {
+        1
+    }
+}
+
+/// Whether the shares of `live` and one more could not each hold the least tokens of an
+/// overloaded key: more isolates ask than such shares fit in its capacity.
+fn crowded(live: &[Lease], options: &Options) -> bool {
+    let shares = live.iter().filter(|l| l.is_share() && !l.is_record());
+    (shares.count() as u64 + 1).saturating_mul(LEAST_OVERLOADED_TOKENS) > options.max_tokens()
 }
 
 /// The capacity a lease holds, in the units of `options`.

@@ -188,26 +188,6 @@ pub fn overloaded(demand: Demand) -> bool {
     demand.all >= OVERLOADED && demand.all > demand.own
 }
 
-/// The fewest whole tokens a share of an overloaded key holds: a sub-bucket of 3 tokens
-/// drained at twice its refill admits 0.987 of it, one of 1 token 0.667 (11.8).
-const LEAST_OVERLOADED_TOKENS: u64 = 3;
-
-/// The fewest whole tokens a new share or next term holds at that demand.
-pub fn least_tokens(demand: Demand) -> u64 {
-    if overloaded(demand) {
-        LEAST_OVERLOADED_TOKENS
-    } else {
-        1
-    }
-}
-
-/// Whether the shares of `live` and one more could not each hold the least tokens of an
-/// overloaded key: more isolates ask than such shares fit in its capacity.
-pub fn crowded(live: &[Lease], options: &Options) -> bool {
-    let shares = live.iter().filter(|l| l.is_share() && !l.is_record());
-    (shares.count() as u64 + 1).saturating_mul(LEAST_OVERLOADED_TOKENS) > options.max_tokens()
-}
-
 /// The terms of a share asked for with `wanted` parts, for a term from `from`, beside
 /// `others` (the key's other leases): its fair part of the refill by what every share wants,
 /// at most what the others leave free at every moment of the term; a capacity in proportion
