@@ -31,10 +31,25 @@ impl Limiter {
         OnKey::Nothing
     }
 
-    /// [`check`](Self::check) (`commit` false) or [`consume`](Self::consume) (true) on a
-    /// key with leases (at `leased`) and no block.
+    /// [`check`](Self::check) (`commit` false) or [`consume`](Self::consume) (true) on a key
+    /// with a block (never taken) or leases; None when neither is in force on it.
     #[inline(never)]
-    pub(super) fn take_leased(
+    pub(super) fn take_in_force(
+        &mut self,
+        key: &[u8],
+        cost: Cost,
+        commit: bool,
+        now: Instant,
+    ) -> Option<bool> {
+        match self.in_force_on(key, now) {
+            OnKey::Nothing => None,
+            OnKey::Blocked(_) => Some(false),
+            OnKey::Leases(at) => Some(self.take_leased(key, at, cost, commit, now)),
+        }
+    }
+
+    /// [`take_in_force`](Self::take_in_force) on a key with leases (at `leased`) and no block.
+    fn take_leased(
         &mut self,
         key: &[u8],
         leased: usize,

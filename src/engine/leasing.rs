@@ -82,7 +82,7 @@ impl Limiter {
             let demand = demand(&view.live, refills(ask.rate, &options), now);
             if share_due(demand, GRANT_FROM) {
                 if !(overloaded(demand) && crowded(&view.live, &options)) {
-                    return self.new_share(key, view, share_ask, state, now);
+                    return self.new_share(key, view, share_ask, demand, state, now);
                 }
                 // The record is the answer: its holder asks again when it ends.
                 let record = self.record_ask(key, view, ask.rate, now);
@@ -209,12 +209,12 @@ impl Limiter {
         key: &[u8],
         view: &mut View,
         ShareAsk { rate, top_up }: ShareAsk,
+        demand: Demand,
         state: Option<Bucket>,
         now: Instant,
     ) -> Grant {
         let options = view.options;
         let wanted = wanted_parts(rate, &options);
-        let demand = demand(&view.live, refills(rate, &options), now);
         let cap = parts_cap(wanted, demand);
         let until = now.saturating_add(SHARE_TERM_NANOS);
         let least = least_tokens(demand);

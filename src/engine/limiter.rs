@@ -119,10 +119,8 @@ impl Limiter {
     /// Whether `consume(key, cost, now)` would succeed; consumes nothing.
     pub fn check(&mut self, key: &[u8], cost: Cost, now: Instant) -> bool {
         if !self.nothing_in_force() {
-            match self.in_force_on(key, now) {
-                OnKey::Nothing => {}
-                OnKey::Blocked(_) => return false,
-                OnKey::Leases(at) => return self.take_leased(key, at, cost, false, now),
+            if let Some(taken) = self.take_in_force(key, cost, false, now) {
+                return taken;
             }
         }
         let view = self.plain_view(key, None, now);
@@ -132,10 +130,8 @@ impl Limiter {
     /// Takes `cost` tokens from the bucket of `key` if it holds that many; else changes nothing.
     pub fn consume(&mut self, key: &[u8], cost: Cost, now: Instant) -> bool {
         if !self.nothing_in_force() {
-            match self.in_force_on(key, now) {
-                OnKey::Nothing => {}
-                OnKey::Blocked(_) => return false,
-                OnKey::Leases(at) => return self.take_leased(key, at, cost, true, now),
+            if let Some(taken) = self.take_in_force(key, cost, true, now) {
+                return taken;
             }
         }
         let view = self.plain_view(key, None, now);
