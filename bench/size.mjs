@@ -78,9 +78,9 @@ if (process.argv[2] === 'cold') {
   printTable(
     ['', 'ours', 'first wasm build', 'ratio', 'target'],
     [
-      ['raw', kb(raw), kb(FIRST_BUILD.raw), fmtRatio(raw / FIRST_BUILD.raw), '≤ 48 KB'],
-      ['gzip -9', kb(gzip), kb(FIRST_BUILD.gzip), fmtRatio(gzip / FIRST_BUILD.gzip), '≤ 20 KB'],
-      [`compile + instantiate, fresh process (median of ${FRESH_PROCESSES})`, `${fmt(result.cold_total_ms, 3)} ms (compile ${fmt(result.cold_compile_ms, 3)} + instantiate ${fmt(result.cold_instantiate_ms, 3)})`, '', '', '≤ 2 ms'],
+      ['raw', kb(raw), kb(FIRST_BUILD.raw), fmtRatio(raw / FIRST_BUILD.raw), '≤ 110 KB'],
+      ['gzip -9', kb(gzip), kb(FIRST_BUILD.gzip), fmtRatio(gzip / FIRST_BUILD.gzip), '≤ 48 KB'],
+      [`compile + instantiate, fresh process (median of ${FRESH_PROCESSES})`, `${fmt(result.cold_total_ms, 3)} ms (compile ${fmt(result.cold_compile_ms, 3)} + instantiate ${fmt(result.cold_instantiate_ms, 3)})`, '', '', '≤ 4 ms'],
       [`instantiate only, compiled module (median of ${WARM_RUNS})`, `${fmt(result.warm_instantiate_ms, 3)} ms`, '', '', ''],
     ],
   );
