@@ -27,6 +27,9 @@ export const WASM_BUILD = (() => {
 /** The key of client `i`, as every benchmark spells it. */
 export const keyOf = (i) => `client-${i}:api`;
 
+/** The size goal (bench/README.md, "size"): the .wasm raw and gzip -9 in KB (1,024 B), compile + instantiate in ms. */
+export const SIZE_TARGETS = { rawKb: 110, gzipKb: 48, startMs: 4 };
+
 export function makeKeys(n) {
   const keys = new Array(n);
   for (let i = 0; i < n; i++) keys[i] = keyOf(i);

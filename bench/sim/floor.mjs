@@ -20,6 +20,13 @@
 // The terms are averages over an even split, not a proof: under a Zipf split idle isolates
 // make no call, so a mode can come under F (bench/sim/README.md).
 
+/** The limits of the sweep by their rate: max_tokens and refill_every_seconds. */
+export const LIMITS = {
+  10: { maxTokens: 10, refillSeconds: 0.1 },
+  1000: { maxTokens: 100, refillSeconds: 0.001 },
+  100000: { maxTokens: 10000, refillSeconds: 0.00001 },
+};
+
 /** F in calls per second for `{ isolates, demand, maxTokens, refillSeconds }` (demand × the rate). */
 export function floorCallsPerSecond({ isolates, demand, maxTokens, refillSeconds }) {
   const rate = 1 / refillSeconds; // r

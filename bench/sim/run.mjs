@@ -17,7 +17,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { floorCallsPerSecond } from './floor.mjs';
+import { LIMITS, floorCallsPerSecond } from './floor.mjs';
 import { MODES } from './modes.mjs';
 import { loadPackage } from './package.mjs';
 import { RECORDED_FILE, readRecorded, regressions, writeRecorded } from './recorded.mjs';
@@ -26,12 +26,6 @@ import { simulateCell } from './simulate.mjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
-// The limits of the sweep by their rate: max_tokens and refill_every_seconds.
-const LIMITS = {
-  10: { maxTokens: 10, refillSeconds: 0.1 },
-  1000: { maxTokens: 100, refillSeconds: 0.001 },
-  100000: { maxTokens: 10000, refillSeconds: 0.00001 },
-};
 // The default skew of isolate clocks (ms): up to this minus the cell's longest one-way leg,
 // ten times LocalLimits' default margin. Only durations cross between clocks, so an offset
 // must cost nothing; the run checks that it does not.
