@@ -6,12 +6,14 @@
 // per row, the median of the rounds and the range of the per-round ratios new / old. When the new package has blocks
 // (docs/SPEC.md section 13), a third column: the new package with 1,000 blocks in force on
 // other keys, so that every call takes the block branch and finds its key unblocked; its
-// baselines are the new package's same call without blocks and the old package's.
+// baselines are the new package's same call without blocks and the old package's. That column
+// loads its own copy of the new package: every column has a wasm instance (and memory) of its
+// own, holding only its own keys, as the old one does.
 // Run: scripts/bench-compare.sh <old-rev>, which builds both packages and sets
 // COMPARE_OLD_PKG and COMPARE_NEW_PKG (directories of built packages: pkg/ of a checkout).
 // Environment: BENCH_ROUNDS (default 7), COMPARE_KEYS (default 1,10000,1000000).
 import { createHash } from 'node:crypto';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import os from 'node:os';
@@ -46,6 +48,15 @@ async function load(dir) {
 const old = await load(OLD);
 const neu = await load(NEW);
 const hasBlocks = typeof neu.RateLimiterServer.prototype.block === 'function';
+// A package is one wasm instance however many servers it makes: the blocks column gets a copy
+// of the new package, loaded from another path.
+let withBlocks = null;
+if (hasBlocks) {
+  const copy = mkdtempSync(join(os.tmpdir(), 'rate-limiter-compare-'));
+  cpSync(NEW, copy, { recursive: true });
+  withBlocks = await load(copy);
+  rmSync(copy, { recursive: true, force: true });
+}
 
 /**
  * The timed loop of one column and method: a function of its own (a distinct source for each),
@@ -93,7 +104,7 @@ for (const size of SIZES) {
     { name: 'new', server: server(neu, keys) },
   ];
   if (hasBlocks) {
-    const s = server(neu, keys);
+    const s = server(withBlocks, keys);
     for (let i = 0; i < BLOCKS; i++) s.block(`blocked-${i}:api`, BLOCK_SECONDS);
     if (blockedNow(s) !== BLOCKS) throw new Error(`expected ${BLOCKS} blocks in force`);
     columns.push({ name: 'new, 1,000 blocks', server: s });

@@ -138,27 +138,26 @@ impl RateLimiter {
     /// Such a key's UTF-8 bytes are exactly what `encode_key` makes of it. No `Result`, so
     /// no error slot to return.
     #[wasm_bindgen(js_name = checkText)]
-    pub fn check_text(&mut self, now_ms: f64, key: &str, cost: f64) -> FastAnswer {
-        self.text_key.clear();
-        self.text_key.extend_from_slice(key.as_bytes());
+    pub fn check_text(&mut self, now_ms: f64, key: String, cost: f64) -> FastAnswer {
+        // Kept as it came (no copy): the buffer the glue allocated for it is ours.
+        self.text_key = key.into_bytes();
         let Ok(cost) = Cost::new(cost) else {
             return FastAnswer::UseGeneralPath;
         };
         let now = Instant::from_millis(now_ms);
-        FastAnswer::from_bool(self.engine.check(key.as_bytes(), cost, now))
+        FastAnswer::from_bool(self.engine.check(&self.text_key, cost, now))
     }
 
     /// `consume` for a well-formed string key and a number cost: the shim's fast path.
     #[wasm_bindgen(js_name = consumeText)]
-    pub fn consume_text(&mut self, now_ms: f64, key: &str, cost: f64) -> FastAnswer {
+    pub fn consume_text(&mut self, now_ms: f64, key: String, cost: f64) -> FastAnswer {
         trap_if_asked(key.as_bytes());
-        self.text_key.clear();
-        self.text_key.extend_from_slice(key.as_bytes());
+        self.text_key = key.into_bytes();
         let Ok(cost) = Cost::new(cost) else {
             return FastAnswer::UseGeneralPath;
         };
         let now = Instant::from_millis(now_ms);
-        FastAnswer::from_bool(self.engine.consume(key.as_bytes(), cost, now))
+        FastAnswer::from_bool(self.engine.consume(&self.text_key, cost, now))
     }
 
     /// `checkText` on the key of the last `consumeText` or `checkText` call.
