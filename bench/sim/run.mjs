@@ -92,7 +92,7 @@ function usage(message) {
   console.error(
     'usage: node bench/sim/run.mjs [--small [--record] | --selftest | --plan] [--modes a,b] [--n 1,4] [--demand 0.5,2]\n' +
       '  [--rtt 50] [--limit 10,1000 | M/S] [--split even,zipf] [--seconds 30] [--min-seconds 10]\n' +
-      '  [--budget 30000000] [--seed 1] [--skew ms] [--jitter 0.1] [--evict 0.01] [--pkg dir] [--json file]\n' +
+      '  [--budget 30000000] [--seed 1] [--skew ms] [--jitter 0.1] [--evict 0.01] [--pkg dir] [--json file] [--kinds]\n' +
       '  [--fail share] [--lose share] [--drift ppm] [--service us] [--restart per-s] [--jobs 1]',
   );
   process.exit(2);
@@ -134,6 +134,7 @@ function parseArgs(argv) {
       case '--service': options.service = numbers(value(), 'service')[0]; break;
       case '--restart': options.restart = numbers(value(), 'restart')[0]; break;
       case '--pkg': options.pkg = value(); break;
+      case '--kinds': options.kinds = true; break;
       case '--jobs': options.jobs = numbers(value(), 'jobs')[0]; break;
       case '--json': options.json = value(); break;
       case '--help': case '-h': usage(); break;
@@ -209,6 +210,7 @@ function cellsOf(options) {
       ...(restart > 0 ? { restartPerSecond: restart } : {}),
     };
     const id = JSON.stringify(cell);
+    if (options.kinds) cell.countKinds = true;
     if (seen.has(id)) continue;
     seen.add(id);
     // The duration: the target, or what the event budget allows, or skipped when that is below
@@ -332,6 +334,10 @@ async function main() {
     if (threw > 0) console.log(`sim: ${result.mode} threw on ${threw} request(s): ${result.firstError}`);
     results.push(result);
     console.log(line(row(full, result)));
+    if (result.callsByKind !== undefined) {
+      const kinds = Object.entries(result.callsByKind).map(([kind, perSecond]) => `${kind} ${fmt(perSecond)}`);
+      console.log(`  calls/s by kind: ${kinds.join('; ') || 'none'}`);
+    }
   };
   if (options.jobs > 1) {
     // Rows as soon as every row before them is in.

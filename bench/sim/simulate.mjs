@@ -25,6 +25,30 @@ const ZIPF_EXPONENT = 1.1;
 // the calling request's cost (a new RPC method of the object is one more name here).
 const STUB_METHODS = ['limit', 'limitLeased', 'settle', 'refund'];
 const TAKES_THE_COST = new Set(['limit', 'limitLeased']);
+
+/**
+ * What kind of call the object answered, for --kinds: the method; for limitLeased whether it
+ * decided a cost (`cost` or `renewal`, cost 0), what it asked (`renew` a share, `ask` for one,
+ * else `lease`), whether it was allowed, and what it got (`share`, `record`: an ask kept on record
+ * instead of a share, `tokens`: a plain lease, `nothing`); `threw` when the object threw.
+ */
+function callKind(method, args, outcome) {
+  if (method !== 'limitLeased') return method;
+  const request = args[3] ?? {};
+  const asked = request.renew !== undefined ? 'renew' : request.rate !== undefined ? 'ask' : 'lease';
+  const decision = outcome.value;
+  if (decision === undefined) return `limitLeased ${asked}: threw`;
+  const lease = decision.lease;
+  const got =
+    lease === null || lease === undefined
+      ? 'nothing'
+      : lease.share !== undefined
+        ? 'share'
+        : lease.tokens > 0
+          ? 'tokens'
+          : 'record';
+  return `limitLeased ${args[1] === 0 ? 'renewal' : 'cost'} ${asked}: ${decision.allowed ? 'allowed' : 'denied'}, ${got}`;
+}
 // The bucket and object names the isolates use (the middleware's default policy name).
 const KEY = 'default';
 const SCOPE = 'client';
@@ -157,6 +181,8 @@ export async function simulateCell(cell, lib, modes = MODES) {
   // Restarts of the object per simulated second: the object is then the durable class, and a
   // restart builds a new one on the same state (`ctx`), which reloads what the last one saved.
   const restartPerSecond = cell.restartPerSecond ?? 0;
+  // Counts the object's calls by kind (callKind) when asked: a diagnosis, off by default.
+  const callsByKind = cell.countKinds === true ? new Map() : null;
   if (!(mode in modes)) throw new Error(`unknown mode ${mode} (known: ${Object.keys(modes).join(', ')})`);
   const interval = Math.max(1, Math.ceil(refillSeconds * NS_PER_S)); // as the engine rounds it
   const policy = { max_tokens: maxTokens, refill_every_seconds: refillSeconds };
@@ -217,6 +243,10 @@ export async function simulateCell(cell, lib, modes = MODES) {
         outcome = { error };
       }
     });
+    if (callsByKind !== null) {
+      const kind = callKind(method, args, outcome);
+      callsByKind.set(kind, (callsByKind.get(kind) ?? 0) + 1);
+    }
     // A request's own call that the object allowed: its token is taken now.
     if (request >= 0 && TAKES_THE_COST.has(method) && outcome.value?.allowed === true) {
       const cost = args[1] ?? 1;
@@ -523,6 +553,7 @@ export async function simulateCell(cell, lib, modes = MODES) {
     maxRatioWindow: ratio.where,
     objectCalls: counts.objectCalls,
     callsPerSecond: counts.objectCalls / seconds,
+    ...(callsByKind !== null ? { callsByKind: Object.fromEntries([...callsByKind].sort((a, b) => b[1] - a[1]).map(([k, n]) => [k, n / seconds])) } : {}),
     callsPerRequest: requests.length > 0 ? counts.objectCalls / requests.length : null,
     waitedShare: decidedCount > 0 ? waited / decidedCount : null,
     latencyP50Ms: percentile(sortedLatencies, 0.5),
