@@ -10,12 +10,13 @@
 // Exits 1 when a cell misses a goal or its bound, 2 on bad input.
 import { readFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
+import { cellName } from './recorded.mjs';
 
 const MODE = 'shares';
 const REFERENCE = 'leases';
 
-/** A cell's place in the sweep, whatever its mode. */
-const place = (c) => `${c.isolates}/${c.demand}/${c.limitPerSecond}/${c.split}/${c.rttMs}`;
+/** A cell's name as the judged mode's (a reference cell's then names the cell it judges). */
+const asJudged = (c) => cellName({ ...c, mode: MODE });
 
 /**
  * What `cell` must reach beside `reference` (the plain leases of the same place): efficiency at
@@ -70,7 +71,7 @@ function main() {
     console.error(`${file}: no cells (write one with node bench/sim/run.mjs --json)`);
     process.exit(2);
   }
-  const references = new Map(cells.filter((c) => c.mode === REFERENCE).map((c) => [place(c), c]));
+  const references = new Map(cells.filter((c) => c.mode === REFERENCE).map((c) => [asJudged(c), c]));
   const judged = cells.filter((c) => c.mode === MODE);
   if (judged.length === 0 || references.size === 0) {
     console.error(`${file}: needs cells of both modes ${REFERENCE} and ${MODE}`);
@@ -82,7 +83,7 @@ function main() {
   let missedCells = 0;
   let unmatched = 0;
   for (const cell of judged) {
-    const reference = references.get(place(cell));
+    const reference = references.get(asJudged(cell));
     if (reference === undefined) {
       unmatched += 1;
       continue;

@@ -26,6 +26,10 @@ const ZIPF_EXPONENT = 1.1;
 const STUB_METHODS = ['limit', 'limitLeased', 'settle', 'refund'];
 const TAKES_THE_COST = new Set(['limit', 'limitLeased']);
 
+// The bucket and object names the isolates use (the middleware's default policy name).
+const KEY = 'default';
+const SCOPE = 'client';
+
 /**
  * What kind of call the object answered, for --kinds: the method; for limitLeased whether it
  * decided a cost (`cost` or `renewal`, cost 0), what it asked (`renew` a share, `ask` for one,
@@ -49,9 +53,6 @@ function callKind(method, args, outcome) {
           : 'record';
   return `limitLeased ${args[1] === 0 ? 'renewal' : 'cost'} ${asked}: ${decision.allowed ? 'allowed' : 'denied'}, ${got}`;
 }
-// The bucket and object names the isolates use (the middleware's default policy name).
-const KEY = 'default';
-const SCOPE = 'client';
 
 /** The error of an injected fault (a failed call, or an answer lost after the object applied it). */
 export class InjectedFault extends Error {
