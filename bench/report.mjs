@@ -311,17 +311,32 @@ section(() => {
   out('## Size: `.wasm` size and start-up');
   out();
   if (!size) return missing('bench/size.mjs', 'size');
+  // Each Node the start-up was measured in (Node 22's V8 is the closer one to workerd's).
+  const nodeName = (node, v8) => (node ? `Node ${node.replace(/^v/, '')} (V8 ${v8.split('-')[0]})` : 'Node');
+  const coldStarts = [
+    { ...size, name: nodeName(size.cold_node, size.cold_v8), total_ms: size.cold_total_ms, compile_ms: size.cold_compile_ms, instantiate_ms: size.cold_instantiate_ms, total_max_ms: size.cold_total_max_ms },
+    ...(size.cold_node22 ? [{ ...size.cold_node22, name: nodeName(size.cold_node22.node, size.cold_node22.v8) }] : []),
+  ];
   out(`\`bench/size.mjs\`: \`pkg/rate_limiter_bg.wasm\` as shipped (after \`wasm-opt -O3\`, as scripts/build.sh runs it), raw and \`${size.gzip_tool}\`, beside the first wasm build's 71 KB / 32 KB (fixed reference figures, see bench/README.md; 1 KB = 1024 B). Start-up: median of ${size.cold_processes} fresh Node processes, each timing \`new WebAssembly.Module(bytes)\` then the glue's \`initSync({ module })\` (instantiation + wasm-bindgen start) — what \`pkg/node.js\` does once per process; reading the file and importing the glue are not timed. Extra row: ${size.warm_runs} in-process re-instantiations of the compiled module through the glue (\`resetWasmInstance()\`, \`initSync\`), i.e. without compilation.`);
   out();
   table(['', 'ours', 'first wasm build', 'ratio', 'target'], [
     ['raw', bytesKb(size.raw_bytes), bytesKb(size.first_build_raw_bytes), fmtRatio(size.raw_bytes / size.first_build_raw_bytes), `≤ ${SIZE_TARGETS.rawKb} KB`],
     ['gzip -9', bytesKb(size.gzip_bytes), bytesKb(size.first_build_gzip_bytes), fmtRatio(size.gzip_bytes / size.first_build_gzip_bytes), `≤ ${SIZE_TARGETS.gzipKb} KB`],
-    [`compile + instantiate, fresh process (median of ${size.cold_processes})`, `${fmt(size.cold_total_ms, 2)} ms (medians: compile ${fmt(size.cold_compile_ms, 2)}, instantiate ${fmt(size.cold_instantiate_ms, 2)}; slowest process ${fmt(size.cold_total_max_ms, 2)})`, '', '', `≤ ${SIZE_TARGETS.startMs} ms`],
+    ...coldStarts.map((c) => [
+      `compile + instantiate, fresh process (median of ${size.cold_processes}), ${c.name}`,
+      `${fmt(c.total_ms, 2)} ms (medians: compile ${fmt(c.compile_ms, 2)}, instantiate ${fmt(c.instantiate_ms, 2)}; slowest process ${fmt(c.total_max_ms, 2)})`,
+      '',
+      '',
+      `≤ ${SIZE_TARGETS.startMs} ms`,
+    ]),
     [`instantiate a compiled module (median of ${size.warm_runs})`, `${fmt(size.warm_instantiate_ms, 3)} ms`, '', '', ''],
   ]);
+  if (!size.cold_node22) out('\n(The start-up row for Node 22 needs `bash scripts/bootstrap.sh --matrix`.)');
   addGoal('size', '.wasm raw', bytesKb(size.raw_bytes), `first wasm build ${fmt(size.first_build_raw_bytes / 1024)} KB`, fmtRatio(size.raw_bytes / size.first_build_raw_bytes), `≤ ${SIZE_TARGETS.rawKb} KB`, size.raw_bytes <= SIZE_TARGETS.rawKb * 1024);
   addGoal('size', '.wasm gzip -9', bytesKb(size.gzip_bytes), `first wasm build ${fmt(size.first_build_gzip_bytes / 1024)} KB`, fmtRatio(size.gzip_bytes / size.first_build_gzip_bytes), `≤ ${SIZE_TARGETS.gzipKb} KB`, size.gzip_bytes <= SIZE_TARGETS.gzipKb * 1024);
-  addGoal('size', 'compile + instantiate (Node, fresh process)', `${fmt(size.cold_total_ms, 2)} ms`, '—', '', `≤ ${SIZE_TARGETS.startMs} ms`, size.cold_total_ms <= SIZE_TARGETS.startMs);
+  for (const c of coldStarts) {
+    addGoal('size', `compile + instantiate (${c.name}, fresh process)`, `${fmt(c.total_ms, 2)} ms`, '—', '', `≤ ${SIZE_TARGETS.startMs} ms`, c.total_ms <= SIZE_TARGETS.startMs);
+  }
   if (!wasmParts) return missing('bench/wasm-parts.mjs', 'wasm-parts');
   out();
   out(`What the ${fmt(wasmParts.shipped)} B are made of (\`bench/wasm-parts.mjs\`: the build's wasm-opt pass with \`-g\`, every function body's size summed by the part its name belongs to; code inlined into a method's export counts where that method belongs): function bodies ${fmt(wasmParts.code)} B in ${wasmParts.functions} functions, data ${fmt(wasmParts.data)} B.`);
