@@ -312,11 +312,7 @@ section(() => {
   out();
   if (!size) return missing('bench/size.mjs', 'size');
   // Each Node the start-up was measured in (Node 22's V8 is the closer one to workerd's).
-  const nodeName = (node, v8) => (node ? `Node ${node.replace(/^v/, '')} (V8 ${v8.split('-')[0]})` : 'Node');
-  const coldStarts = [
-    { ...size, name: nodeName(size.cold_node, size.cold_v8), total_ms: size.cold_total_ms, compile_ms: size.cold_compile_ms, instantiate_ms: size.cold_instantiate_ms, total_max_ms: size.cold_total_max_ms },
-    ...(size.cold_node22 ? [{ ...size.cold_node22, name: nodeName(size.cold_node22.node, size.cold_node22.v8) }] : []),
-  ];
+  const coldStarts = size.cold_starts.map((c) => ({ ...c, name: `Node ${c.node.replace(/^v/, '')} (V8 ${c.v8.split('-')[0]})` }));
   out(`\`bench/size.mjs\`: \`pkg/rate_limiter_bg.wasm\` as shipped (after \`wasm-opt -O3\`, as scripts/build.sh runs it), raw and \`${size.gzip_tool}\`, beside the first wasm build's 71 KB / 32 KB (fixed reference figures, see bench/README.md; 1 KB = 1024 B). Start-up: median of ${size.cold_processes} fresh Node processes, each timing \`new WebAssembly.Module(bytes)\` then the glue's \`initSync({ module })\` (instantiation + wasm-bindgen start) — what \`pkg/node.js\` does once per process; reading the file and importing the glue are not timed. Extra row: ${size.warm_runs} in-process re-instantiations of the compiled module through the glue (\`resetWasmInstance()\`, \`initSync\`), i.e. without compilation.`);
   out();
   table(['', 'ours', 'first wasm build', 'ratio', 'target'], [
@@ -331,7 +327,7 @@ section(() => {
     ]),
     [`instantiate a compiled module (median of ${size.warm_runs})`, `${fmt(size.warm_instantiate_ms, 3)} ms`, '', '', ''],
   ]);
-  if (!size.cold_node22) out('\n(The start-up row for Node 22 needs `bash scripts/bootstrap.sh --matrix`.)');
+  if (coldStarts.length === 1) out('\n(The start-up row for Node 22 needs `bash scripts/bootstrap.sh --matrix`.)');
   addGoal('size', '.wasm raw', bytesKb(size.raw_bytes), `first wasm build ${fmt(size.first_build_raw_bytes / 1024)} KB`, fmtRatio(size.raw_bytes / size.first_build_raw_bytes), `≤ ${SIZE_TARGETS.rawKb} KB`, size.raw_bytes <= SIZE_TARGETS.rawKb * 1024);
   addGoal('size', '.wasm gzip -9', bytesKb(size.gzip_bytes), `first wasm build ${fmt(size.first_build_gzip_bytes / 1024)} KB`, fmtRatio(size.gzip_bytes / size.first_build_gzip_bytes), `≤ ${SIZE_TARGETS.gzipKb} KB`, size.gzip_bytes <= SIZE_TARGETS.gzipKb * 1024);
   for (const c of coldStarts) {
