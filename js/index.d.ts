@@ -146,7 +146,7 @@ export interface RateLimitPermitRoom extends Omit<RateLimitPermitDenied, 'allowe
  * A `limit` decision with the lease granted for later requests, if any (a share may be
  * granted to a denied call too).
  */
-export type RateLimitLeaseDecision = RateLimitDecision & Pick<RateLimitLeaseDecisionFields, 'lease'>;
+export type RateLimitLeaseDecision = RateLimitDecision & Pick<RateLimitLeaseDecisionFields, 'lease' | 'call_after_ms'>;
 
 /**
  * A token-bucket rate limiter as a Durable Object. Call it over RPC:

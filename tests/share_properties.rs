@@ -29,6 +29,7 @@ enum Op {
         holder: usize,
         cost: u8,
         slow_ms: i64,
+        queue: bool,
     },
     /// The holder renews its share in the background.
     Renew { holder: usize, slow_ms: i64 },
@@ -51,7 +52,8 @@ enum Op {
 
 fn op(holders: usize) -> impl Strategy<Value = Op> {
     prop_oneof![
-        10 => (0..holders, 1u8..=2, prop_oneof![Just(0i64), 0i64..300]).prop_map(|(holder, cost, slow_ms)| Op::Request { holder, cost, slow_ms }),
+        10 => (0..holders, 1u8..=2, prop_oneof![Just(0i64), 0i64..300], any::<bool>())
+            .prop_map(|(holder, cost, slow_ms, queue)| Op::Request { holder, cost, slow_ms, queue }),
         3 => (0..holders, prop_oneof![Just(0i64), 0i64..300]).prop_map(|(holder, slow_ms)| Op::Renew { holder, slow_ms }),
         1 => (0..holders).prop_map(|holder| Op::Settle { holder }),
         1 => (0..holders).prop_map(|holder| Op::Vanish { holder }),
@@ -339,6 +341,7 @@ impl Run {
                 holder,
                 cost,
                 slow_ms,
+                queue,
             } => {
                 let h = &mut self.holders[holder];
                 let t = h.clock(self.now_ns);
@@ -390,6 +393,7 @@ impl Run {
                     want: Cost::new(4.0).unwrap(),
                     rate: h.rate,
                     renew: h.share.as_ref().map(|s| s.id),
+                    queue,
                 };
                 self.call(holder, cost, ask, slow_ms);
             }
@@ -407,6 +411,7 @@ impl Run {
                     want: Cost::ZERO,
                     rate,
                     renew: Some(share.id),
+                    queue: false,
                 };
                 self.call(holder, 0, ask, slow_ms);
             }
@@ -556,7 +561,7 @@ proptest! {
         };
         for op in &ops {
             let op = match *op {
-                Op::Request { holder, cost, slow_ms } => Op::Request { holder: holder % count, cost, slow_ms },
+                Op::Request { holder, cost, slow_ms, queue } => Op::Request { holder: holder % count, cost, slow_ms, queue },
                 Op::Renew { holder, slow_ms } => Op::Renew { holder: holder % count, slow_ms },
                 Op::Settle { holder } => Op::Settle { holder: holder % count },
                 Op::Vanish { holder } => Op::Vanish { holder: holder % count },
@@ -621,6 +626,7 @@ fn a_late_top_up_does_not_raise_the_next_term() {
         holder: 0,
         cost: 1,
         slow_ms: 100,
+        queue: false,
     };
     let mut ops = vec![request.clone(), Op::Advance { ms: 500 }];
     ops.push(Op::Renew {
@@ -653,7 +659,7 @@ fn share_beside_four_leases(l: &mut Limiter, now: Instant) -> (Lease, Vec<Lease>
     let ask = LeaseAsk {
         want: Cost::ZERO,
         rate: 4.0,
-        renew: None,
+        ..LeaseAsk::default()
     };
     let share = l.limit_shared(KEY, one, None, None, ask, now).unwrap();
     (share.lease.expect("a share"), leases)
@@ -665,6 +671,7 @@ fn top_up_of(id: u64) -> LeaseAsk {
         want: Cost::new(2.0).unwrap(),
         rate: 0.0,
         renew: Some(id),
+        queue: false,
     }
 }
 
@@ -734,7 +741,7 @@ fn a_share_keeps_the_object_out_of_an_overload() {
     let ask = LeaseAsk {
         want: Cost::new(10.0).unwrap(),
         rate: 100.0,
-        renew: None,
+        ..LeaseAsk::default()
     };
     let one = Cost::new(1.0).unwrap();
     let first = limiter
@@ -793,6 +800,7 @@ fn a_bucket_full_after_a_share_that_ended_stays_full_when_the_capacity_grows() {
         want: Cost::ZERO,
         rate,
         renew,
+        queue: false,
     };
     let share = l
         .limit_shared(b"k", cost(0.0), None, None, ask(100.0, None), at(0.0))
@@ -859,7 +867,7 @@ fn no_share_is_granted_when_leases_hold_the_capacity() {
     let ask = LeaseAsk {
         want: Cost::ZERO,
         rate: 0.1,
-        renew: None,
+        ..LeaseAsk::default()
     };
     let share = l
         .limit_shared(b"k", cost(0.0), None, None, ask, now)
@@ -874,7 +882,7 @@ fn two_shares_of_seven(l: &mut Limiter) -> [Lease; 2] {
     let ask = LeaseAsk {
         want: Cost::ZERO,
         rate: 10.0,
-        renew: None,
+        ..LeaseAsk::default()
     };
     let plain = l
         .limit_leased(KEY, cost(0.0), None, None, cost(1.0), at(0.0))
@@ -922,7 +930,7 @@ fn a_crowded_key_records_asks_instead_of_granting_shares() {
     let ask = LeaseAsk {
         want: cost(1.0),
         rate: 20.0,
-        renew: None,
+        ..LeaseAsk::default()
     };
     let before = l.status(KEY, at(650.0)).remaining;
     let answer = l

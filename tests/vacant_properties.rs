@@ -43,13 +43,15 @@ enum Op {
         ms: u32,
     },
     /// A holder's lease call: settles its last lease on the key having spent `used` of it
-    /// (if given), then asks for `want` more, or for a share of the refill when `rate` > 0.
+    /// (if given), then asks for `want` more, or for a share of the refill when `rate` > 0;
+    /// with `queue`, for appointments too.
     Lease {
         key: u8,
         cost: f64,
         want: u8,
         used: Option<u8>,
         rate: u8,
+        queue: bool,
     },
     Refund {
         key: u8,
@@ -89,7 +91,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => patch().prop_map(Op::SetOptions),
         5 => prop_oneof![0u32..3_000, 0u32..40_000, 0u32..200_000].prop_map(|ms| Op::Advance { ms }),
         3 => (key.clone(), cost(), 0u8..8, proptest::option::of(0u8..5), prop_oneof![Just(0u8), 1u8..20])
-            .prop_map(|(key, cost, want, used, rate)| Op::Lease { key, cost, want, used, rate }),
+            .prop_map(|(key, cost, want, used, rate)| Op::Lease { key, cost, want, used, rate, queue: want % 2 == 1 }),
         1 => (key.clone(), cost()).prop_map(|(key, tokens)| Op::Refund { key, tokens }),
         3 => (key.clone(), 1u8..=2, 1u8..=3).prop_map(|(key, cost, max)| Op::Acquire { key, cost, max }),
         2 => (key.clone(), 0u8..6).prop_map(|(key, nth)| Op::Release { key, nth }),
@@ -167,11 +169,11 @@ proptest! {
                 Op::SetOptions(patch) => {
                     prop_assert_eq!(renewable.set_options(patch, now).is_ok(), kept.set_options(patch, now).is_ok());
                 }
-                Op::Lease { key, cost, want, used, rate } => {
+                Op::Lease { key, cost, want, used, rate, queue } => {
                     let (k, c) = (key_bytes(key), Cost::new(cost).unwrap());
                     let want = Cost::new(f64::from(want)).unwrap();
                     let (settle_r, settle_k) = (granted.settlement(0, key, used), granted.settlement(1, key, used));
-                    let ask = LeaseAsk { want, rate: f64::from(rate), renew: None };
+                    let ask = LeaseAsk { want, rate: f64::from(rate), renew: None, queue };
                     let r = renewable.limit_shared(&k, c, None, settle_r, ask, now).unwrap();
                     let m = kept.limit_shared(&k, c, None, settle_k, ask, now).unwrap();
                     prop_assert_eq!(r.decision, m.decision);

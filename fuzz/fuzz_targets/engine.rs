@@ -586,6 +586,8 @@ impl Harness {
             want: Cost::new(f64::from(want)).expect("whole"),
             rate,
             renew: self.shares.get(&id).copied(),
+            // (Appointments for every other holder: they move no tokens, only the key's queue.)
+            queue: holder % 2 == 1,
         };
         let d = self
             .limiter

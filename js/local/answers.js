@@ -3,7 +3,7 @@
 // not the time: a request a share leaves to the plain lease reads it once more.
 
 import { countDemand } from './demand.js';
-import { aboveCapacity, BILLION, covers, retire } from './entry.js';
+import { aboveCapacity, BILLION, bucketOf, covers, retire } from './entry.js';
 import { leaseRenewalDue, shareRenewalDue } from './renewal.js';
 
 /**
@@ -14,12 +14,16 @@ export function localAnswer(entry, cost, clock) {
   const now = clock();
   entry.renewDue = false;
   // (A cost of 0 always passes at the object: never denied here.)
-  if (now < entry.deniedUntil && cost > 0) return heldDenial(entry, now);
+  if (now < entry.deniedUntil && cost > 0) {
+    // (Waiting for its turn, the bucket stays busy: the call at the turn asks for a lease.)
+    if (entry.turnAt > 0) entry.previousAt = now;
+    return heldDenial(entry, now);
+  }
   let lease = entry.lease;
   const units = Math.ceil(cost * BILLION);
   if (!covers(lease, units, now)) {
     const next = entry.next;
-    if (!covers(next, units, now)) return null;
+    if (!covers(next, units, now)) return now < entry.turnAt ? beforeTurn(entry, cost, now) : null;
     // The lease renewed ahead of time takes over; the next call settles the one it replaces.
     if (lease !== null) retire(entry, lease);
     entry.lease = lease = next;
@@ -102,6 +106,29 @@ export function deniedInFlight(entry, cost, clock) {
   if (cost === 0 || last === null || last.allowed || !(last.retry_after_ms > 0)) return null;
   const retry = Math.max(1, Math.ceil(entry.lastAt + last.retry_after_ms - clock()));
   return { ...last, retry_after_ms: retry };
+}
+
+/**
+ * A request that the leases held cannot cover before this isolate's turn in the object's
+ * queue (docs/SPEC.md, 11.11): denied here until the turn (nothing is left for it here), and
+ * counted as keeping the bucket busy. Null for a cost of 0 (always allowed at the object).
+ */
+function beforeTurn(entry, cost, now) {
+  if (cost === 0 || entry.last === null) return null;
+  entry.previousAt = now;
+  return { ...entry.last, allowed: false, remaining: 0, retry_after_ms: Math.ceil(entry.turnAt - now) };
+}
+
+/**
+ * While this isolate's call on `entry` is in flight after an appointment further off than a
+ * round trip (the key's queue holds more callers than a round trip refills): the request is
+ * denied here (the call in flight asks for the next token), with one interval of the bucket
+ * as its retry time; else null.
+ */
+export function deniedInQueue(entry, cost, policy) {
+  const bucket = bucketOf(policy, entry.last);
+  if (cost === 0 || !entry.longQueue || bucket === null) return null;
+  return overBound(entry.last, bucket);
 }
 
 /** A denial for a request beyond what the bucket can admit: the next token at the earliest. */

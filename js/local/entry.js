@@ -36,6 +36,13 @@ export class Entry {
    * twice the last hold each time the call after a hold is denied again, half on each allowed.
    */
   hold = 0;
+  /**
+   * This isolate's turn in the object's queue (isolate clock, ms; 0: none): until then, once
+   * its leases are spent, its requests are denied here (docs/SPEC.md, 11.11). `longQueue`:
+   * the turn was further off than the call's round trip.
+   */
+  turnAt = 0;
+  longQueue = false;
   /** Plain calls in flight, their costs, and when the first of them was sent. */
   plainCalls = 0;
   plainCost = 0;

@@ -8,7 +8,7 @@
 // share.js (a share as its holder runs it), demand.js (the demand a call reports, and the
 // thresholds local decisions go by) and renewal.js (renewal ahead of time).
 
-import { deniedInFlight, localAnswer, overBound, sharedNow } from './answers.js';
+import { deniedInFlight, deniedInQueue, localAnswer, overBound, sharedNow } from './answers.js';
 import { BUSY_MS, reportedRate, underPressure, worthAShare } from './demand.js';
 import {
   aboveCapacity,
@@ -224,7 +224,7 @@ export class LocalLimits {
 
   /** A request while this isolate's call on `entry` is in flight: denied here, or a plain call. */
   #whileInFlight(entry, stub, key, cost, policy) {
-    const denied = deniedInFlight(entry, cost, this.#clock);
+    const denied = deniedInFlight(entry, cost, this.#clock) ?? deniedInQueue(entry, cost, policy);
     if (denied !== null) return this.#here(denied);
     return this.#plainCall(entry, stubOf(stub), key, cost, policy);
   }
@@ -270,7 +270,8 @@ export class LocalLimits {
       entry.want = Math.min(this.#maxLease, Math.max(cost, entry.want * 2));
     }
     entry.previousAt = sent;
-    const request = { want: entry.want };
+    // With shares, a plain call also asks for appointments (docs/SPEC.md, 11.11).
+    const request = this.#shares ? { want: entry.want, queue: true } : { want: entry.want };
     const next = entry.next;
     const unsettled = [...entry.unsettled];
     // The leases held now are replaced by this call's, which settles them.
@@ -288,8 +289,13 @@ export class LocalLimits {
       // (Else the lease it settled is left to expire: fully used.)
       throw error;
     }
-    const { lease: granted, ...answered } = answer;
-    const decision = remember(entry, answered, this.#clock(), this.#maxHoldMs, true);
+    const { lease: granted, call_after_ms: turn, ...answered } = answer;
+    const received = this.#clock();
+    entry.turnAt = turn === undefined ? 0 : received + turn;
+    entry.longQueue = turn > received - sent;
+    // A denial until the turn is held that long exactly, not backed off beyond it.
+    if (turn !== undefined) entry.hold = 0;
+    const decision = remember(entry, answered, received, this.#maxHoldMs, true);
     if (granted !== null && granted.tokens > 0) entry.lease = leaseOf(granted, sent, this.#marginMs);
     // This isolate's view, as in local answers: the bucket and what is left of its lease.
     return granted === null ? decision : { ...decision, remaining: decision.remaining + granted.tokens };

@@ -24,7 +24,10 @@ impl RateLimiter {
     ) -> Result<JsValue, JsValue> {
         let cost = self.read_key_and_cost(key, cost)?;
         let (policy, penalty) = read_policy(policy, "policy")?;
-        let request = read_lease_request(lease, "lease")?;
+        let mut request = read_lease_request(lease, "lease")?;
+        // A penalty blocks the key at the first denial, which must then reach the object: no
+        // appointment defers it (docs/SPEC.md, 11.11).
+        request.ask.queue &= penalty.is_none();
         let now = Instant::from_millis(now_ms);
         let mut decision = self
             .engine

@@ -6,8 +6,8 @@ use js_sys::{Array, Object};
 use wasm_bindgen::prelude::*;
 
 use crate::engine::{
-    share_period, AllDecision, Decision, Instant, Lease, LeaseDecision, Options, Status,
-    StoredSnapshot, LEASE_TTL_NANOS, MAX_SAFE_INTEGER, SHARE_TERM_NANOS,
+    ceil_millis, share_period, AllDecision, Decision, Instant, Lease, LeaseDecision, Options,
+    Status, StoredSnapshot, LEASE_TTL_NANOS, MAX_SAFE_INTEGER, SHARE_TERM_NANOS,
 };
 
 #[wasm_bindgen(inline_js = "
@@ -24,8 +24,9 @@ export function decisionObject(allowed, remaining, limit, reset_in_ms, retry_aft
 export function allDecisionObject(allowed, retry_after_ms, results) {
   return { allowed, retry_after_ms: retry_after_ms < 0 ? null : retry_after_ms, results };
 }
-export function leaseDecisionObject(decision, id, tokens, ttl_ms) {
+export function leaseDecisionObject(decision, id, tokens, ttl_ms, call_after_ms) {
   decision.lease = tokens > 0 ? { id, tokens, ttl_ms } : null;
+  if (call_after_ms >= 0) decision.call_after_ms = call_after_ms;
   return decision;
 }
 export function recordDecisionObject(decision, id, ttl_ms) {
@@ -71,7 +72,13 @@ extern "C" {
     fn all_decision_object_js(allowed: bool, retry_after_ms: f64, results: Array) -> Object;
 
     #[wasm_bindgen(js_name = leaseDecisionObject)]
-    fn lease_decision_object_js(decision: Object, id: f64, tokens: f64, ttl_ms: f64) -> Object;
+    fn lease_decision_object_js(
+        decision: Object,
+        id: f64,
+        tokens: f64,
+        ttl_ms: f64,
+        call_after_ms: f64,
+    ) -> Object;
 
     #[wasm_bindgen(js_name = recordDecisionObject)]
     fn record_decision_object_js(decision: Object, id: f64, ttl_ms: f64) -> Object;
@@ -123,7 +130,8 @@ pub(crate) fn all_decision_object(decision: &AllDecision) -> Object {
 
 /// A decision with `lease: { id, tokens, ttl_ms, share? } | null`: `tokens` moved into the
 /// lease by the call, `ttl_ms` until its current term ends, and for a share its terms; an ask
-/// for a share put on record instead is `{ id, tokens: 0, ttl_ms }`, `ttl_ms` until it ends.
+/// for a share put on record instead is `{ id, tokens: 0, ttl_ms }`, `ttl_ms` until it ends;
+/// with an appointment, `call_after_ms` too.
 pub(crate) fn lease_decision_object(decision: &LeaseDecision, now: Instant) -> Object {
     let object = decision_object(&decision.decision);
     let tokens = decision.moved as f64 / 1e9;
@@ -134,7 +142,11 @@ pub(crate) fn lease_decision_object(decision: &LeaseDecision, now: Instant) -> O
     let Some(lease) = decision.lease.filter(Lease::is_share) else {
         let id = decision.lease.map_or(0.0, |lease| lease.id as f64);
         let ttl_ms = (LEASE_TTL_NANOS / 1_000_000) as f64;
-        return lease_decision_object_js(object, id, tokens, ttl_ms);
+        // (An appointment, when the holder keeps them: a negative stands for none.)
+        let call_after_ms = decision
+            .call_after
+            .map_or(-1.0, |nanos| ceil_millis(u128::from(nanos)));
+        return lease_decision_object_js(object, id, tokens, ttl_ms, call_after_ms);
     };
     let options = &decision.options;
     let ttl_ms = lease.expires_at.saturating_since(now) as f64 / 1e6;

@@ -256,8 +256,8 @@ pub(crate) fn read_lease_request(value: &JsValue, name: &str) -> Result<LeaseReq
     let object = read_object(
         value,
         name,
-        &["want", "settle", "rate", "renew"],
-        "want, settle, rate and renew",
+        &["want", "settle", "rate", "renew", "queue"],
+        "want, settle, rate, renew and queue",
     )?;
     let want_path = join(&[name, ".want"]);
     if let Some(want) = read_field(object, "want", &want_path)? {
@@ -276,6 +276,10 @@ pub(crate) fn read_lease_request(value: &JsValue, name: &str) -> Result<LeaseReq
     let renew_path = join(&[name, ".renew"]);
     if let Some(renew) = read_field(object, "renew", &renew_path)? {
         ask.renew = Some(read_lease_id(&renew, &renew_path)?);
+    }
+    let queue_path = join(&[name, ".queue"]);
+    if let Some(queue) = read_field(object, "queue", &queue_path)? {
+        ask.queue = read_flag(&queue, &queue_path)?;
     }
     Ok(LeaseRequest { ask, settle })
 }

@@ -124,6 +124,12 @@ pub struct RateLimitLeaseRequest {
     /// none yet) and may be topped up with up to `want` tokens.
     #[tsify(optional, type = "number | undefined")]
     pub renew: Option<f64>,
+    /// Whether the caller keeps appointments: when the key is starved (its refill cannot
+    /// keep up with its callers), a call without a share is given a turn in the key's queue
+    /// (`call_after_ms` in the answer) and the caller does not call again before it. Default:
+    /// false.
+    #[tsify(optional, type = "boolean | undefined")]
+    pub queue: Option<bool>,
 }
 
 /// A lease as its holder reports it at the end.
@@ -191,6 +197,12 @@ export interface RateLimitLeaseDecision extends RateLimitDecision {
      * `null` when nothing was granted.
      */
     lease: RateLimitLease | null;
+    /**
+     * Only for a caller that asked for appointments (`queue`), on a starved key: milliseconds
+     * until its turn, before which it does not call again. A denial's `retry_after_ms` is at
+     * least as long.
+     */
+    call_after_ms?: number;
 }
 "#;
 

@@ -116,6 +116,9 @@ pub struct Leases {
 /// Lease ids stay below 2^53, so JavaScript numbers hold them exactly.
 pub const ID_MASK: u64 = (1 << 53) - 1;
 
+/// The id of the lease that holds nothing and marks the end of a key's queue of appointments.
+pub const QUEUE_ID: u64 = u64::MAX;
+
 impl Leases {
     pub fn new(seed: u64) -> Leases {
         let hasher = FixedState::with_seed(seed.rotate_left(17));
@@ -216,6 +219,23 @@ impl Leases {
     pub fn restore(&mut self, key: &[u8], leases: &[Lease]) {
         self.keys.forget(key);
         self.keys.add(key, leases);
+    }
+
+    /// When the queue of appointments on `key` ends, if it has one.
+    pub fn queue_end(&self, key: &[u8]) -> Option<Instant> {
+        self.of(key)
+            .iter()
+            .find(|l| l.id == QUEUE_ID)
+            .map(|l| l.expires_at)
+    }
+
+    /// Moves the end of the queue of appointments on `key` to `end`.
+    pub fn set_queue(&mut self, key: &[u8], end: Instant) {
+        if let Some(slot) = self.keys.find_mut(key, |l| l.id == QUEUE_ID) {
+            slot.expires_at = end;
+        } else {
+            self.keys.add(key, &[Lease::plain(QUEUE_ID, 0, end)]);
+        }
     }
 
     /// Forgets every lease of `key` (its bucket was reset).

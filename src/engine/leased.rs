@@ -9,7 +9,7 @@ use super::lease::Lease;
 use super::leasing::Grant;
 use super::limiter::{after_block, Decision, Limiter};
 use super::options::{Cost, Options, OptionsPatch, UNITS_PER_TOKEN};
-use super::time::Instant;
+use super::time::{ceil_millis, Instant};
 
 /// A holder's report on a lease it took: how much of it it spent. For a share, what its
 /// sub-bucket has `left` goes back (without it, nothing: the share counts as fully used).
@@ -29,6 +29,9 @@ pub struct LeaseAsk {
     pub rate: f64,
     /// The holder's share to renew (and top up), instead of a new one.
     pub renew: Option<u64>,
+    /// Whether the holder keeps appointments: on a starved key, a plain call's answer names
+    /// the time before which it does not call again (docs/SPEC.md, 11.11).
+    pub queue: bool,
 }
 
 impl Default for LeaseAsk {
@@ -37,6 +40,7 @@ impl Default for LeaseAsk {
             want: Cost::ZERO,
             rate: 0.0,
             renew: None,
+            queue: false,
         }
     }
 }
@@ -51,6 +55,9 @@ pub struct LeaseDecision {
     pub moved: u64,
     /// The options the call used (a share's periods follow from them).
     pub options: Options,
+    /// Nanoseconds until the holder's appointment, when it asked for appointments and the
+    /// key is starved.
+    pub call_after: Option<u64>,
 }
 
 impl Limiter {
@@ -110,9 +117,15 @@ impl Limiter {
             None => self.grant(key, &mut view, ask, outcome.is_ok(), state, now),
         };
         let (state, lease, moved) = (granted.state, granted.lease, granted.moved);
+        let call_after = match blocked {
+            None if ask.queue && !lease.is_some_and(|l| l.is_share()) => {
+                self.appointment(key, &view, (state, moved), outcome.is_err(), now)
+            }
+            _ => None,
+        };
         // A denied call without a policy changes nothing, like a denied `consume`; one that
-        // granted or renewed a share records it.
-        if outcome.is_ok() || given || lease.is_some() {
+        // granted or renewed a share, or moved the key's queue, records it.
+        if outcome.is_ok() || given || lease.is_some() || call_after.is_some() {
             let at = self.store.position(key);
             self.commit(key, at, state, view.policy, now);
         }
@@ -120,12 +133,18 @@ impl Limiter {
         if let Some(end) = blocked {
             decision.retry_after_ms = after_block(decision.retry_after_ms, end, now);
         }
+        if let Some(wait) = call_after.filter(|_| !decision.allowed) {
+            // Denied until its appointment at least: later than the bucket's own wait.
+            let ms = ceil_millis(u128::from(wait));
+            decision.retry_after_ms = decision.retry_after_ms.map(|r| r.max(ms));
+        }
         let moved = moved.saturating_mul(UNITS_PER_TOKEN / options.unit());
         Ok(LeaseDecision {
             decision,
             lease,
             moved,
             options,
+            call_after,
         })
     }
 }

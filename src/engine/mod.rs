@@ -2,6 +2,7 @@
 //! Callers validate raw numbers into [`Options`] and [`Cost`] and pass time as an [`Instant`].
 
 mod all_keys;
+mod appointment;
 mod block;
 mod bucket;
 mod error;
@@ -37,4 +38,4 @@ pub use options::{
 pub use share::{main_period, share_period, RATE_PARTS};
 pub use snapshot::{KeyedSnapshot, Snapshot, StoredSnapshot};
 pub use store::SWEEP_STEPS;
-pub use time::Instant;
+pub use time::{ceil_millis, Instant};

@@ -2,7 +2,7 @@
 //! leases (a [`View`]), and what the call leaves committed back to the store.
 
 use super::bucket::{convert, refill, refill_every, Bucket};
-use super::lease::Lease;
+use super::lease::{Lease, QUEUE_ID};
 use super::limiter::Limiter;
 use super::options::Options;
 use super::share::{main_period, out_at, refill_through_leases};
@@ -102,7 +102,8 @@ impl Limiter {
         let options = policy.unwrap_or(before);
         let live: Vec<Lease> = leases
             .into_iter()
-            .filter(|l| l.ends_at() > now)
+            // (The end of the queue of appointments is kept as a lease that holds nothing.)
+            .filter(|l| l.ends_at() > now && l.id != QUEUE_ID)
             .map(|l| l.advanced(now))
             .collect();
         if policy.is_some() && options != before {

@@ -243,8 +243,13 @@ describe('LocalLimits', () => {
     const deniedAt = now();
     const r = denial!.retry_after_ms!;
     expect(r).toBeGreaterThan(9000);
-    // As the object says at that moment.
-    expect(denial).toEqual(server.limit('k', 1, policy));
+    // As the object says at that moment. With shares, this isolate's call put it in the
+    // object's queue (docs/SPEC.md, 11.11): it denies here until its turn, which is never
+    // before the object's own wait, and nothing left for a request here.
+    const object = server.limit('k', 1, policy);
+    if (options.shares === false) expect(denial).toEqual(object);
+    else expect(denial).toMatchObject({ allowed: false, remaining: 0, limit: 5, window_ms: 50_000 });
+    expect(r).toBeGreaterThanOrEqual(object.retry_after_ms!);
     const callsBefore = local.calls;
     for (const wait of [0, 1, 500, 4000, r - 1]) {
       at(deniedAt + wait);
@@ -313,9 +318,10 @@ describe('LocalLimits', () => {
 
   it('a bucket this isolate keeps losing: each denial of its own call is held twice as long, up to 10 s; an allowed call halves the hold', async () => {
     const server = newServer();
-    // One token a second; another isolate (direct calls) takes each token as it comes.
+    // One token a second; another isolate (direct calls) takes each token as it comes. Plain
+    // leases: with shares, a denial waits for the isolate's turn instead (appointments.test.ts).
     const policy = { max_tokens: 1, refill_every_seconds: 1 };
-    const { ask, local } = isolate(server);
+    const { ask, local } = isolate(server, { shares: false });
     at(0);
     expect((await ask(1, policy)).allowed).toBe(true);
     let t = 0;
@@ -607,7 +613,9 @@ describe('LocalLimits.refund', () => {
 
   it('goes back to the live lease that spent it, with no call: the bucket admits one more in all', async () => {
     const server = newServer();
-    const { local, ask, owner } = isolate(server);
+    // Plain leases: with shares, the call that empties the bucket puts this isolate in the
+    // queue, and the token its last lease gives back waits for its turn.
+    const { local, ask, owner } = isolate(server, { shares: false });
     const { refunds, stub } = refunding(server);
     const HUNDRED: RateLimiterOptions = { max_tokens: 100, refill_every_seconds: 3600 };
     for (let i = 0; i < 10; i++) {
