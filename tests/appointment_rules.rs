@@ -157,7 +157,7 @@ fn appointments_change_no_decision_the_object_makes() {
 }
 
 #[test]
-fn the_queue_survives_a_snapshot_as_a_record_that_holds_nothing() {
+fn a_snapshot_keeps_the_bucket_but_not_the_queue() {
     let mut l = limiter(4.0);
     drain(&mut l, 0.0, 4.0);
     call(&mut l, 0.0, 1.0, true);
@@ -168,5 +168,40 @@ fn the_queue_survives_a_snapshot_as_a_record_that_holds_nothing() {
         .restore(KEY, &snapshot.bytes, "snapshot", at(0.0))
         .unwrap();
     assert_eq!(restored.status(KEY, at(0.0)), l.status(KEY, at(0.0)));
-    assert_eq!(turn_ms(&call(&mut restored, 0.0, 1.0, true)), Some(300));
+    assert!(!restored.has_leases(KEY));
+    // The reloaded object starts its queue afresh.
+    assert_eq!(turn_ms(&call(&mut restored, 0.0, 1.0, true)), Some(100));
+    assert_eq!(turn_ms(&call(&mut l, 0.0, 1.0, true)), Some(300));
+}
+
+#[test]
+fn a_queue_keeps_no_full_bucket_nor_its_policy() {
+    // A key with a policy of its own, starved, then full again while its queue has not
+    // ended: a full bucket goes with its policy, as without a queue, and the key follows the
+    // instance options from then on.
+    let mut l = limiter(4.0);
+    let policy = OptionsPatch {
+        max_tokens: Some(1.0),
+        refill_every_seconds: Some(10.0),
+    };
+    let ask = LeaseAsk {
+        want: cost(1.0),
+        queue: true,
+        ..LeaseAsk::default()
+    };
+    let d = l
+        .limit_shared(KEY, cost(1.0), Some(policy), None, ask, at(0.0))
+        .unwrap();
+    assert_eq!(turn_ms(&d), Some(10_000));
+    let second = l
+        .limit_shared(KEY, cost(1.0), Some(policy), None, ask, at(0.0))
+        .unwrap();
+    assert_eq!(turn_ms(&second), Some(20_000));
+    assert!(!l.has_leases(KEY));
+    // Full again at 10 s, with its queue until 20 s: the bucket goes with its policy.
+    let before = l.status(KEY, at(9_999.0));
+    assert_eq!((before.remaining, before.limit), (0.0, 1.0));
+    let after = l.status(KEY, at(10_000.0));
+    assert_eq!((after.remaining, after.limit), (4.0, 4.0));
+    assert!(!l.holds(KEY), "a full bucket is not kept");
 }

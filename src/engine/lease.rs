@@ -221,6 +221,12 @@ impl Leases {
         self.keys.add(key, leases);
     }
 
+    /// Whether `key` has a lease or share recorded (live or expired but not yet dropped): the
+    /// end of its queue of appointments is not one, and keeps no bucket stored.
+    pub fn holds_any(&self, key: &[u8]) -> bool {
+        self.of(key).iter().any(|l| l.id != QUEUE_ID)
+    }
+
     /// When the queue of appointments on `key` ends, if it has one.
     pub fn queue_end(&self, key: &[u8]) -> Option<Instant> {
         self.of(key)

@@ -242,7 +242,7 @@ impl Limiter {
 
     /// Whether `key` has leases recorded (live or expired but not yet ended by a change).
     pub fn has_leases(&self, key: &[u8]) -> bool {
-        !self.leases.of(key).is_empty()
+        self.leases.holds_any(key)
     }
 
     /// Whether `key` has a bucket in memory.

@@ -65,7 +65,9 @@ impl Limiter {
         policy: Option<Options>,
         now: Instant,
     ) -> View {
-        let leases = self.leases.at(leased).to_vec();
+        // (The end of the key's queue of appointments holds nothing and keeps nothing.)
+        let mut leases = self.leases.at(leased).to_vec();
+        leases.retain(|l| l.id != QUEUE_ID);
         let mut remembered = None;
         let mut current = None;
         let mut stored_at = None;
@@ -102,8 +104,7 @@ impl Limiter {
         let options = policy.unwrap_or(before);
         let live: Vec<Lease> = leases
             .into_iter()
-            // (The end of the queue of appointments is kept as a lease that holds nothing.)
-            .filter(|l| l.ends_at() > now && l.id != QUEUE_ID)
+            .filter(|l| l.ends_at() > now)
             .map(|l| l.advanced(now))
             .collect();
         if policy.is_some() && options != before {
@@ -234,7 +235,7 @@ impl Limiter {
         // Leases that expired ended with this change (the view counted them as used).
         let leased = !self.leases.is_empty() && {
             self.leases.drop_expired(key, now);
-            !self.leases.of(key).is_empty()
+            self.leases.holds_any(key)
         };
         // A key with leases keeps a bucket, so its leases are saved with it: full is its
         // room beside them.
