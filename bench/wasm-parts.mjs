@@ -21,7 +21,7 @@ const top = topAt > 0 ? Number(process.argv[topAt + 1]) : 12;
 // The parts, first match wins: a function's name (demangled by the name section) against
 // each pattern.
 const PARTS = [
-  ['leases and shares', /limitLeased|settle|refund|engine::(lease|leasing|share)\b|limit_shared/],
+  ['leases and shares', /limitLeased|settle|refund|engine::(lease|leasing|share|appointment)\b|limit_shared/],
   ['concurrency limits (gates)', /[Pp]ermit|release|engine::gate\b|binding::gates\b|gate_policy/],
   ['blocks', /engine::block\b|binding::blocks\b|_block|_unblock|[Bb]locked/],
   ['durable snapshots', /[Ss]napshot|restore|durable|stored/],
