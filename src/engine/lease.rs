@@ -75,6 +75,13 @@ impl Lease {
         self.wanted > 0 && self.billionths == 0 && self.parts == 0 && self.next.is_none()
     }
 
+    /// Whether it is the end of its key's queue of appointments (docs/SPEC.md, 11.11): a
+    /// record that holds nothing and keeps nothing, so every view, commit and snapshot of
+    /// the key's bucket leaves it out.
+    pub fn is_queue_end(&self) -> bool {
+        self.id == QUEUE_ID
+    }
+
     /// When its last term ends: from then on it counts as fully used.
     pub fn ends_at(&self) -> Instant {
         match self.next {
@@ -117,7 +124,7 @@ pub struct Leases {
 pub const ID_MASK: u64 = (1 << 53) - 1;
 
 /// The id of the lease that holds nothing and marks the end of a key's queue of appointments.
-pub const QUEUE_ID: u64 = u64::MAX;
+const QUEUE_ID: u64 = u64::MAX;
 
 impl Leases {
     pub fn new(seed: u64) -> Leases {
@@ -224,20 +231,20 @@ impl Leases {
     /// Whether `key` has a lease or share recorded (live or expired but not yet dropped): the
     /// end of its queue of appointments is not one, and keeps no bucket stored.
     pub fn holds_any(&self, key: &[u8]) -> bool {
-        self.of(key).iter().any(|l| l.id != QUEUE_ID)
+        self.of(key).iter().any(|l| !l.is_queue_end())
     }
 
     /// When the queue of appointments on `key` ends, if it has one.
     pub fn queue_end(&self, key: &[u8]) -> Option<Instant> {
         self.of(key)
             .iter()
-            .find(|l| l.id == QUEUE_ID)
+            .find(|l| l.is_queue_end())
             .map(|l| l.expires_at)
     }
 
     /// Moves the end of the queue of appointments on `key` to `end`.
     pub fn set_queue(&mut self, key: &[u8], end: Instant) {
-        if let Some(slot) = self.keys.find_mut(key, |l| l.id == QUEUE_ID) {
+        if let Some(slot) = self.keys.find_mut(key, Lease::is_queue_end) {
             slot.expires_at = end;
         } else {
             self.keys.add(key, &[Lease::plain(QUEUE_ID, 0, end)]);

@@ -87,7 +87,10 @@ impl Limiter {
                         let full = refill_through_leases(bucket, leases, &old, now)
                             .is_none_or(|b| b.units() >= room);
                         if unfills && full {
-                            if !leases.iter().any(|l| l.ends_at() > now) {
+                            if !leases
+                                .iter()
+                                .any(|l| !l.is_queue_end() && l.ends_at() > now)
+                            {
                                 ended.push(key.to_vec());
                                 return None;
                             }

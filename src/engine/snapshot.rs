@@ -14,7 +14,7 @@
 
 use super::bucket::{full_at, Bucket};
 use super::error::Error;
-use super::lease::{Lease, Term, MAX_LEASES_PER_KEY, QUEUE_ID};
+use super::lease::{Lease, Term, MAX_LEASES_PER_KEY};
 use super::limiter::Limiter;
 use super::options::Options;
 use super::share::refill_through_leases;
@@ -232,7 +232,7 @@ impl Limiter {
         // (The end of the key's queue of appointments is not saved: a reloaded object starts
         // its queues afresh.)
         let mut leases = self.leases.of(key).to_vec();
-        leases.retain(|l| l.id != QUEUE_ID);
+        leases.retain(|l| !l.is_queue_end());
         // With leases out, its refill may wait for them, and what is left when they end is
         // at least nothing: full a whole refill after the last one ends, at the latest.
         let from = match leases.iter().map(Lease::ends_at).max() {

@@ -2,7 +2,7 @@
 //! leases (a [`View`]), and what the call leaves committed back to the store.
 
 use super::bucket::{convert, refill, refill_every, Bucket};
-use super::lease::{Lease, QUEUE_ID};
+use super::lease::Lease;
 use super::limiter::Limiter;
 use super::options::Options;
 use super::share::{main_period, out_at, refill_through_leases};
@@ -67,7 +67,7 @@ impl Limiter {
     ) -> View {
         // (The end of the key's queue of appointments holds nothing and keeps nothing.)
         let mut leases = self.leases.at(leased).to_vec();
-        leases.retain(|l| l.id != QUEUE_ID);
+        leases.retain(|l| !l.is_queue_end());
         let mut remembered = None;
         let mut current = None;
         let mut stored_at = None;
