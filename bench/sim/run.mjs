@@ -22,7 +22,7 @@ import { MODES } from './modes.mjs';
 import { loadPackage } from './package.mjs';
 import { RECORDED_FILE, readRecorded, regressions, writeRecorded } from './recorded.mjs';
 import { selftest } from './selftest.mjs';
-import { simulateCell } from './simulate.mjs';
+import { WARM_UP_S, simulateCell } from './simulate.mjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
@@ -243,7 +243,8 @@ const pct = (x) => (x === null ? '–' : `${+(x * 100).toPrecision(3)}%`);
 
 const COLUMNS = [
   'mode', 'N', 'demand', 'split', 'rtt ms', 'limit', 'sim s', 'admitted', 'exact', 'efficiency',
-  'max adm/bound', 'calls/s', 'F', 'calls / F', 'waited', 'p50 ms', 'p99 ms', 'wall s', 'bound',
+  'max adm/bound', 'calls/s', 'F', 'calls / F', 'waited', `calls/s from ${WARM_UP_S} s`, `waited from ${WARM_UP_S} s`,
+  'p50 ms', 'p99 ms', 'wall s', 'bound',
 ];
 
 function limitName(cell) {
@@ -252,7 +253,7 @@ function limitName(cell) {
 
 function row(cell, result) {
   const head = [cell.mode, cell.isolates, cell.demand, cell.split, cell.rttMs, limitName(cell)];
-  if (result === null) return [...head, '–', cell.skip, '', '', '', '', fmt(floorCallsPerSecond(cell)), '', '', '', '', '', ''];
+  if (result === null) return [...head, '–', cell.skip, '', '', '', '', fmt(floorCallsPerSecond(cell)), '', '', '', '', '', '', '', ''];
   const seconds = cell.seconds < cell.target ? `${cell.seconds}*` : `${cell.seconds}`;
   let bound = result.boundOk
     ? 'ok'
@@ -280,6 +281,8 @@ function row(cell, result) {
     fmt(result.floor),
     fmt(result.callsOverFloor),
     pct(result.waitedShare),
+    result.warmCallsPerSecond === null ? '' : fmt(result.warmCallsPerSecond),
+    result.warmWaitedShare === null ? '' : pct(result.warmWaitedShare),
     fmt(result.latencyP50Ms),
     fmt(result.latencyP99Ms),
     fmt(result.wallSeconds, 2),

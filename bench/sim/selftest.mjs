@@ -7,7 +7,7 @@ import { EventQueue } from './heap.mjs';
 import { MODES } from './modes.mjs';
 import { splitmix32 } from './random.mjs';
 import { figuresOf, regressions } from './recorded.mjs';
-import { engineNanos, objectMs, simulateCell } from './simulate.mjs';
+import { WARM_UP_S, engineNanos, objectMs, simulateCell } from './simulate.mjs';
 
 export async function selftest(lib, log = console.log) {
   const failures = [];
@@ -165,6 +165,19 @@ export async function selftest(lib, log = console.log) {
   const second = await simulateCell(cell, lib, MODES);
   expect(strip(first) === strip(second), 'the same seed gave two different runs');
   expect(first.evictions > 0, 'the reproducibility cell had no eviction');
+
+  // 5b. The figures from the warm-up on: none for a cell shorter than twice it; for one call
+  // per request, every request from then on waits, and its calls then (a whole number) are
+  // about half the run's, its demand being even over the run.
+  expect(first.warmCallsPerSecond === null && first.warmWaitedShare === null, 'a 5 s cell has figures from the warm-up on');
+  const warmCell = { ...small, mode: 'request', seconds: 2 * WARM_UP_S };
+  const warm = await simulateCell(warmCell, lib, MODES);
+  const warmCalls = warm.warmCallsPerSecond * WARM_UP_S;
+  expect(warm.warmWaitedShare === 1, `one call per request waited for ${warm.warmWaitedShare} of its requests from the warm-up on`);
+  expect(
+    Math.abs(warmCalls - Math.round(warmCalls)) < 1e-9 && Math.abs(warmCalls / warm.objectCalls - 0.5) < 0.1,
+    `one call per request made ${warmCalls} of its ${warm.objectCalls} calls from the warm-up on`,
+  );
 
   // 6. An object restart: the durable class reloads and keeps the bound; an object that
   // restarts with empty memory (the in-memory class) gives its bucket back, which the check sees.

@@ -21,6 +21,10 @@ const TICK_NS = NS_PER_S;
 // After the last arrival, calls in flight get at most this much simulated time to finish.
 const TAIL_NS = 60 * NS_PER_S;
 const ZIPF_EXPONENT = 1.1;
+// Every isolate starts at 0 s, so the first seconds hold their first calls, first leases and
+// first asks for shares; the figures from this second on leave that out (cells of at least
+// twice as long).
+export const WARM_UP_S = 5;
 // The object's methods an isolate's stub offers, and those of them whose allowed answer takes
 // the calling request's cost (a new RPC method of the object is one more name here).
 const STUB_METHODS = ['limit', 'limitLeased', 'settle', 'refund'];
@@ -188,6 +192,8 @@ export async function simulateCell(cell, lib, modes = MODES) {
   const interval = Math.max(1, Math.ceil(refillSeconds * NS_PER_S)); // as the engine rounds it
   const policy = { max_tokens: maxTokens, refill_every_seconds: refillSeconds };
   const endNs = Math.round(seconds * NS_PER_S);
+  // What the run costs once every isolate has started: the same figures from WARM_UP_S on.
+  const warmFromNs = seconds >= 2 * WARM_UP_S ? WARM_UP_S * NS_PER_S : null;
   const requestsPerSecond = demand / refillSeconds;
   const meanGapNs = NS_PER_S / requestsPerSecond;
   const halfRttNs = (rttMs * NS_PER_MS) / 2;
@@ -217,7 +223,7 @@ export async function simulateCell(cell, lib, modes = MODES) {
   let server = newServer();
   const monitor = new BoundMonitor(maxTokens, interval);
   const requests = new Requests(Math.ceil(requestsPerSecond * seconds * 1.1));
-  const counts = { objectCalls: 0, droppedAnswers: 0, evictions: 0, backgroundErrors: 0, isolates: 0, failedCalls: 0, lostAnswers: 0, faultDecisions: 0, restarts: 0 };
+  const counts = { objectCalls: 0, warmCalls: 0, droppedAnswers: 0, evictions: 0, backgroundErrors: 0, isolates: 0, failedCalls: 0, lostAnswers: 0, faultDecisions: 0, restarts: 0 };
   // The object serialises calls: each starts when it arrives or when the previous one ends.
   let objectBusyUntil = 0;
   let onlineViolationAtNs = null;
@@ -236,6 +242,7 @@ export async function simulateCell(cell, lib, modes = MODES) {
 
   function applyAtObject(method, args, request) {
     counts.objectCalls += 1;
+    if (warmFromNs !== null && now >= warmFromNs) counts.warmCalls += 1;
     let outcome;
     atObjectClock(objectMs(now), () => {
       try {
@@ -495,6 +502,8 @@ export async function simulateCell(cell, lib, modes = MODES) {
   let failures = 0;
   let undecided = 0;
   let waited = 0;
+  let warmDecided = 0;
+  let warmWaited = 0;
   let lateDecisions = 0;
   const latencies = new Float64Array(requests.length);
   let decidedCount = 0;
@@ -509,6 +518,10 @@ export async function simulateCell(cell, lib, modes = MODES) {
     else failures += 1;
     const latency = requests.decided[i] - requests.arrival[i];
     latencies[decidedCount++] = latency / NS_PER_MS;
+    if (warmFromNs !== null && requests.arrival[i] >= warmFromNs) {
+      warmDecided += 1;
+      if (latency > 0) warmWaited += 1;
+    }
     if (latency > 0) {
       waited += 1;
       // Decided after the answer it waited for arrived: a chain did not finish in its turn.
@@ -557,6 +570,8 @@ export async function simulateCell(cell, lib, modes = MODES) {
     ...(callsByKind !== null ? { callsByKind: Object.fromEntries([...callsByKind].sort((a, b) => b[1] - a[1]).map(([k, n]) => [k, n / seconds])) } : {}),
     callsPerRequest: requests.length > 0 ? counts.objectCalls / requests.length : null,
     waitedShare: decidedCount > 0 ? waited / decidedCount : null,
+    warmCallsPerSecond: warmFromNs !== null ? counts.warmCalls / (seconds - WARM_UP_S) : null,
+    warmWaitedShare: warmFromNs !== null && warmDecided > 0 ? warmWaited / warmDecided : null,
     latencyP50Ms: percentile(sortedLatencies, 0.5),
     latencyP99Ms: percentile(sortedLatencies, 0.99),
     lateDecisions,
