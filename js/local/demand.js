@@ -1,6 +1,6 @@
 // The demand this isolate sees on a bucket, what it reports of it, and the thresholds it
-// decides by: when a bucket is busy enough for a lease, when it runs low, and when the demand
-// is worth a share (docs/SPEC.md, 10.5 and 11.9).
+// decides by: when a bucket is busy enough for a lease, when it runs low or is short for this
+// isolate, and when the demand is worth a share (docs/SPEC.md, 10.5 and 11.9).
 
 import { bucketOf } from './entry.js';
 
@@ -93,6 +93,25 @@ export function worthAShare(entry, policy, now, part = 1) {
   if (bucket.intervalMs > SLOWEST_SHARED_INTERVAL_MS) return false;
   const refillOfAToken = 1_000 / (bucket.intervalMs * bucket.maxTokens);
   return demandRate(entry, now) >= part * SHARE_TOKENS * refillOfAToken;
+}
+
+/**
+ * A share is asked for only by an isolate that denied a request within this long (ms), here
+ * or at the object, or whose own demand reaches the bucket's refill: a bucket can run low
+ * because plain leases hold its tokens while its refill is more than enough, and a share
+ * there takes capacity and refill from the isolates that need them (docs/SPEC.md, 11.9).
+ */
+const DENIED_WITHIN_MS = 3_000;
+
+/**
+ * Whether the bucket is scarce for `entry` at `now`: it ran low, and requests were denied or
+ * this isolate alone asks for its whole refill.
+ */
+export function scarce(entry, policy, now) {
+  if (!underPressure(entry)) return false;
+  if (now - entry.deniedAt < DENIED_WITHIN_MS) return true;
+  const bucket = bucketOf(policy, entry.last);
+  return bucket !== null && demandRate(entry, now) >= 1_000 / bucket.intervalMs;
 }
 
 /** Whether the bucket ran low, or denied, when it last answered. */

@@ -50,6 +50,8 @@ export class Entry {
   /** The last decision the bucket made, for the fields of local answers, and when it came. */
   last = null;
   lastAt = 0;
+  /** When a request on the bucket was last denied, here or by the object (isolate clock, ms). */
+  deniedAt = -Infinity;
   /** When the previous request on the bucket came (isolate clock, ms). */
   previousAt = -Infinity;
   /** With shares: the share held (a HeldShare), and the demand since it was last reported. */
@@ -83,6 +85,7 @@ export class Entry {
 export function remember(entry, decision, now, maxHoldMs, own = false) {
   entry.last = decision;
   entry.lastAt = now;
+  if (!decision.allowed) entry.deniedAt = now;
   if (!decision.allowed && decision.retry_after_ms !== null && decision.retry_after_ms > 0) {
     const retry = decision.retry_after_ms;
     if (own) entry.hold = Math.min(MAX_HOLD_MS, Math.max(retry, 2 * entry.hold));

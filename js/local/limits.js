@@ -9,7 +9,7 @@
 // thresholds local decisions go by) and renewal.js (renewal ahead of time).
 
 import { deniedInFlight, deniedInQueue, localAnswer, overBound, sharedNow } from './answers.js';
-import { BUSY_MS, reportedRate, underPressure, worthAShare } from './demand.js';
+import { BUSY_MS, reportedRate, scarce, worthAShare } from './demand.js';
 import {
   aboveCapacity,
   BILLION,
@@ -112,7 +112,7 @@ export class LocalLimits {
     const local = this.#decide(entry, cost, policy);
     if (local !== null) {
       if (entry.renewDue) this.#renew(entry, stub, key, policy, waitUntil);
-      return this.#here(local);
+      return this.#here(entry, local);
     }
     if (this.#shares) return this.#sharedCall(entry, stub, key, cost, policy, waitUntil);
     return this.#leasedCall(entry, stub, key, cost, policy, waitUntil);
@@ -191,6 +191,7 @@ export class LocalLimits {
       return null;
     }
     this.localAnswers += 1;
+    if (!local.allowed) entry.deniedAt = this.#clock();
     if (entry.renewDue) {
       this.#due = entry;
       this.#dueKey = key;
@@ -209,9 +210,10 @@ export class LocalLimits {
     };
   }
 
-  /** `decision`, made in this isolate without a call: counted, and marked (decidedHere). */
-  #here(decision) {
+  /** `decision` on `entry`, made in this isolate without a call: counted, and marked (decidedHere). */
+  #here(entry, decision) {
     this.localAnswers += 1;
+    if (!decision.allowed) entry.deniedAt = this.#clock();
     DECIDED_HERE.add(decision);
     return decision;
   }
@@ -225,7 +227,7 @@ export class LocalLimits {
   /** A request while this isolate's call on `entry` is in flight: denied here, or a plain call. */
   #whileInFlight(entry, stub, key, cost, policy) {
     const denied = deniedInFlight(entry, cost, this.#clock) ?? deniedInQueue(entry, cost, policy);
-    if (denied !== null) return this.#here(denied);
+    if (denied !== null) return this.#here(entry, denied);
     return this.#plainCall(entry, stubOf(stub), key, cost, policy);
   }
 
@@ -244,7 +246,7 @@ export class LocalLimits {
     const bucket = bucketOf(policy, entry.last);
     if (cost > 0 && bucket !== null && cost <= bucket.maxTokens) {
       const admissible = bucket.maxTokens + Math.floor((now - entry.plainSince) / bucket.intervalMs);
-      if (entry.plainCost + cost > admissible) return this.#here(overBound(entry.last, bucket));
+      if (entry.plainCost + cost > admissible) return this.#here(entry, overBound(entry.last, bucket));
     }
     entry.plainCalls += 1;
     entry.plainCost += cost;
@@ -335,18 +337,19 @@ export class LocalLimits {
 
   /**
    * A request on a bucket with shares that was not decided here: a call that asks for (or
-   * tops up) a share when the bucket runs low and this isolate has the demand for one, else
-   * one of plain leases.
+   * tops up) a share when the bucket is short for this isolate and it has the demand for
+   * one, else one of plain leases.
    */
   async #sharedCall(entry, stub, key, cost, policy, waitUntil) {
     const now = this.#clock();
     const share = entry.share;
     // While the bucket has room, plain leases serve as well and split nothing: a share is
-    // asked for only once the bucket runs low, and only by an isolate with the demand for one
-    // (SHARE_TOKENS; with less, plain leases and held denials do better), for a whole cost (a
-    // share holds whole tokens: a fractional cost is the main bucket's).
+    // asked for only once the bucket runs low and is short for this isolate (scarce), and only
+    // by an isolate with the demand for one (SHARE_TOKENS; with less, plain leases and held
+    // denials do better), for a whole cost (a share holds whole tokens: a fractional cost is
+    // the main bucket's).
     if (
-      (share === null && (!Number.isInteger(cost) || !underPressure(entry) || !worthAShare(entry, policy, now))) ||
+      (share === null && (!Number.isInteger(cost) || !scarce(entry, policy, now) || !worthAShare(entry, policy, now))) ||
       aboveCapacity(cost, policy, entry)
     ) {
       return this.#leasedCall(entry, stub, key, cost, policy, waitUntil);

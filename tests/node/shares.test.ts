@@ -213,6 +213,69 @@ describe('LocalLimits with shares', () => {
     expect(rates[0]).toBeLessThanOrEqual(21);
   });
 
+  it('asks for no share while the low bucket still admits its requests, and does once one is denied', async () => {
+    const server = new RateLimiterServer({} as Ctx, {});
+    const { stub, rates } = reportingRates(server);
+    const local = new LocalLimits({ clock: () => Date.now(), shares: true });
+    const owner = {};
+    const request = () => local.limit(owner, 'o', stub, 'k', 1, TEN, () => {});
+    // Two requests 50 ms apart every 250 ms: 8 a second, above the 6/s a share takes and
+    // below the refill (10/s); another isolate takes the other 2 a second. Taken down to 2
+    // tokens, the bucket stays below a quarter of its capacity, but its refill covers them:
+    // nothing is denied, and plain calls serve.
+    const pair = async (ms: number) => {
+      const answers = [];
+      for (const t of [ms, ms + 50]) {
+        at(t);
+        answers.push(await request());
+      }
+      return answers;
+    };
+    at(0);
+    for (let i = 0; i < 8; i++) expect(server.limit('k', 1, TEN).allowed).toBe(true);
+    for (let ms = 0; ms < 5_000; ms += 250) {
+      for (const answer of await pair(ms)) expect(answer.allowed).toBe(true);
+      if (ms % 500 === 250) {
+        at(ms + 200);
+        expect(server.limit('k', 1, TEN).allowed).toBe(true);
+      }
+      expect(server.limit('k', 0, TEN).remaining).toBeLessThan(2.5);
+    }
+    expect(rates).toEqual([]);
+    // For a second others take every token first: this isolate's requests are denied, and
+    // with the bucket short its calls ask for a share, reporting its demand.
+    let denied = 0;
+    for (let ms = 5_000; ms < 7_000 && rates.length === 0; ms += 250) {
+      at(ms);
+      while (ms < 6_000 && server.limit('k', 1, TEN).allowed);
+      for (const answer of await pair(ms)) if (!answer.allowed) denied += 1;
+    }
+    expect(denied).toBeGreaterThan(0);
+    expect(rates.length).toBe(1);
+    expect(rates[0]).toBeGreaterThanOrEqual(6);
+    expect(rates[0]).toBeLessThanOrEqual(9);
+  });
+
+  it('asks for a share without a denial when its own demand is the whole refill', async () => {
+    const server = new RateLimiterServer({} as Ctx, {});
+    const { stub, rates } = reportingRates(server);
+    const local = new LocalLimits({ clock: () => Date.now(), shares: true });
+    const owner = {};
+    // Two requests 50 ms apart every 200 ms: 10 a second, the refill, alone on a bucket
+    // taken down to 2 tokens. Nothing is denied, and within two seconds it asks for a share.
+    at(0);
+    for (let i = 0; i < 8; i++) server.limit('k', 1, TEN);
+    for (let ms = 0; ms < 2_000 && rates.length === 0; ms += 200) {
+      for (const t of [ms, ms + 50]) {
+        at(t);
+        expect((await local.limit(owner, 'o', stub, 'k', 1, TEN, () => {})).allowed).toBe(true);
+      }
+    }
+    expect(rates.length).toBe(1);
+    expect(rates[0]).toBeGreaterThanOrEqual(10);
+    expect(rates[0]).toBeLessThanOrEqual(11);
+  });
+
   it('asks no share while its ask is on record at an object crowded with shares, and again after', async () => {
     const SEVEN = { max_tokens: 7, refill_every_seconds: 0.1 };
     const server = new RateLimiterServer({} as Ctx, {});
