@@ -166,6 +166,29 @@ function reportingRates(server: RateLimiterServer) {
   return { stub, rates };
 }
 
+/**
+ * One isolate with shares on a bucket of TEN taken down to 2 tokens at 0 ms, with the rates its
+ * calls report; `pair(ms)` makes two of its requests, at `ms` and 50 ms later (so that it asks
+ * for a lease or share at the second: requests keep coming).
+ */
+function onALowBucket() {
+  const server = new RateLimiterServer({} as Ctx, {});
+  const { stub, rates } = reportingRates(server);
+  const local = new LocalLimits({ clock: () => Date.now(), shares: true });
+  const owner = {};
+  at(0);
+  for (let i = 0; i < 8; i++) expect(server.limit('k', 1, TEN).allowed).toBe(true);
+  const pair = async (ms: number) => {
+    const answers = [];
+    for (const t of [ms, ms + 50]) {
+      at(t);
+      answers.push(await local.limit(owner, 'o', stub, 'k', 1, TEN, () => {}));
+    }
+    return answers;
+  };
+  return { server, rates, pair };
+}
+
 describe('LocalLimits with shares', () => {
   it('at 10x the limit for 30 s: exact, and the object hears about one call a second (its renewals)', async () => {
     const server = new RateLimiterServer({} as Ctx, {});
@@ -214,25 +237,11 @@ describe('LocalLimits with shares', () => {
   });
 
   it('asks for no share while the low bucket still admits its requests, and does once one is denied', async () => {
-    const server = new RateLimiterServer({} as Ctx, {});
-    const { stub, rates } = reportingRates(server);
-    const local = new LocalLimits({ clock: () => Date.now(), shares: true });
-    const owner = {};
-    const request = () => local.limit(owner, 'o', stub, 'k', 1, TEN, () => {});
-    // Two requests 50 ms apart every 250 ms: 8 a second, above the 6/s a share takes and
-    // below the refill (10/s); another isolate takes the other 2 a second. Taken down to 2
-    // tokens, the bucket stays below a quarter of its capacity, but its refill covers them:
-    // nothing is denied, and plain calls serve.
-    const pair = async (ms: number) => {
-      const answers = [];
-      for (const t of [ms, ms + 50]) {
-        at(t);
-        answers.push(await request());
-      }
-      return answers;
-    };
-    at(0);
-    for (let i = 0; i < 8; i++) expect(server.limit('k', 1, TEN).allowed).toBe(true);
+    const { server, rates, pair } = onALowBucket();
+    // A pair every 250 ms: 8 requests a second, above the 6/s a share takes and below the
+    // refill (10/s); another isolate takes the other 2 a second. The bucket stays below a
+    // quarter of its capacity, but its refill covers them: nothing is denied, and plain calls
+    // serve.
     for (let ms = 0; ms < 5_000; ms += 250) {
       for (const answer of await pair(ms)) expect(answer.allowed).toBe(true);
       if (ms % 500 === 250) {
@@ -257,19 +266,11 @@ describe('LocalLimits with shares', () => {
   });
 
   it('asks for a share without a denial when its own demand is the whole refill', async () => {
-    const server = new RateLimiterServer({} as Ctx, {});
-    const { stub, rates } = reportingRates(server);
-    const local = new LocalLimits({ clock: () => Date.now(), shares: true });
-    const owner = {};
-    // Two requests 50 ms apart every 200 ms: 10 a second, the refill, alone on a bucket
-    // taken down to 2 tokens. Nothing is denied, and within two seconds it asks for a share.
-    at(0);
-    for (let i = 0; i < 8; i++) server.limit('k', 1, TEN);
+    const { rates, pair } = onALowBucket();
+    // A pair every 200 ms: 10 requests a second, the refill, alone on the bucket. Nothing is
+    // denied, and within two seconds it asks for a share.
     for (let ms = 0; ms < 2_000 && rates.length === 0; ms += 200) {
-      for (const t of [ms, ms + 50]) {
-        at(t);
-        expect((await local.limit(owner, 'o', stub, 'k', 1, TEN, () => {})).allowed).toBe(true);
-      }
+      for (const answer of await pair(ms)) expect(answer.allowed).toBe(true);
     }
     expect(rates.length).toBe(1);
     expect(rates[0]).toBeGreaterThanOrEqual(10);
