@@ -709,6 +709,30 @@ fn a_top_up_raises_the_refill_only_up_to_what_the_holder_wants() {
     }
 }
 
+/// The holders of plain leases draw on the main bucket together: a share asked for beside
+/// eight of them is sized as one holder beside one more, not as one of nine. Asked for at
+/// the whole refill of 100 tokens a second, it gets what the overload cap leaves it (a third
+/// of what it wants), where an equal ninth would hold a few tokens topped up at every call.
+#[test]
+fn a_share_beside_many_plain_leases_is_not_sized_as_one_of_them() {
+    let now = at(0.0);
+    let one = cost(1.0);
+    let mut l = limiter(100.0, 0.01);
+    for _ in 0..8 {
+        let leased = l.limit_leased(KEY, one, None, None, one, now).unwrap();
+        assert!(leased.lease.is_some(), "a plain lease");
+    }
+    let ask = LeaseAsk {
+        rate: 100.0,
+        ..LeaseAsk::default()
+    };
+    let share = l.limit_shared(KEY, one, None, None, ask, now).unwrap();
+    let share = share.lease.expect("a share");
+    assert_eq!(share.wanted, rate_limiter::engine::RATE_PARTS);
+    assert_eq!(share.parts, share.wanted / 3);
+    assert_eq!(share.billionths, 33 * BILLION);
+}
+
 /// On an overloaded key (demand beside others at least 1.5x the refill) a share holds at
 /// most a third of what its holder wants, even after top-ups: its holder then drains it at
 /// twice its refill, and the rest of the refill stays at the object for the others.

@@ -95,17 +95,22 @@ pub fn wanted_parts(rate: f64, options: &Options) -> u32 {
     parts.clamp(1.0, f64::from(RATE_PARTS)) as u32
 }
 
-/// The parts wanted at `at` by every holder of `others` and one that wants `wanted`. A plain
-/// lease is another holder that may ask for a share next: it counts as wanting as much as
-/// this one, so the first share does not take the whole refill.
+/// The parts wanted at `at` by every holder of `others` and one that wants `wanted`. The
+/// holders of plain leases draw on the main bucket together: they count as one more holder
+/// that wants as much as this one, so the first share takes at most half of the refill, and
+/// a busy holder among many plain ones is not sized as one of them.
 fn all_wanted(others: &[Lease], wanted: u32, at: Instant) -> u64 {
-    others
-        .iter()
-        .filter(|l| l.ends_at() > at)
-        .fold(u64::from(wanted), |sum, l| {
-            let theirs = if l.is_share() { l.wanted } else { wanted };
-            sum.saturating_add(theirs.into())
-        })
+    let live = || others.iter().filter(|l| l.ends_at() > at);
+    let shares: u64 = live()
+        .filter(|l| l.is_share())
+        .map(|l| u64::from(l.wanted))
+        .sum();
+    let plain = if live().any(|l| !l.is_share()) {
+        u64::from(wanted)
+    } else {
+        0
+    };
+    u64::from(wanted) + shares + plain
 }
 
 /// The demand, over a key's refill, from which a share is granted or renewed (docs/SPEC.md,
