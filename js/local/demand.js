@@ -54,6 +54,7 @@ const SLOWEST_SHARED_INTERVAL_MS = 1_000;
 export function countDemand(entry, cost, now) {
   if (entry.demandSince === null || (entry.share === null && now - entry.demandSince > DEMAND_MS)) {
     entry.demand = 0;
+    entry.denied = 0;
     entry.demandSince = now;
   } else {
     entry.demand += cost;
@@ -96,11 +97,16 @@ export function worthAShare(entry, policy, now, part = 1) {
 }
 
 /**
- * A share is asked for only by an isolate that denied a request within this long (ms), here
- * or at the object, or whose own demand reaches the bucket's refill: a bucket can run low
- * because plain leases hold its tokens while its refill is more than enough, and a share
- * there takes capacity and refill from the isolates that need them (docs/SPEC.md, 11.9).
+ * A share is asked for only by an isolate that had at least this part of its requests since
+ * its demand was last measured denied, here or at the object, the last within
+ * DENIED_WITHIN_MS (ms), or whose own demand reaches the bucket's refill. A bucket can run
+ * low because plain leases hold its tokens while its refill is more than enough, and at the
+ * limit its refill covers the demand but for bursts (a few requests in a hundred denied):
+ * plain leases pool the demand of every isolate there, and a share takes capacity and
+ * refill from the isolates that need them. Beyond the limit half or more are denied
+ * (docs/SPEC.md, 11.9).
  */
+const DENIED_PART = 0.2;
 const DENIED_WITHIN_MS = 3_000;
 
 /**
@@ -109,7 +115,7 @@ const DENIED_WITHIN_MS = 3_000;
  */
 export function scarce(entry, policy, now) {
   if (!underPressure(entry)) return false;
-  if (now - entry.deniedAt < DENIED_WITHIN_MS) return true;
+  if (now - entry.deniedAt < DENIED_WITHIN_MS && entry.denied >= DENIED_PART * Math.max(1, entry.demand)) return true;
   const bucket = bucketOf(policy, entry.last);
   return bucket !== null && demandRate(entry, now) >= 1_000 / bucket.intervalMs;
 }

@@ -50,8 +50,12 @@ export class Entry {
   /** The last decision the bucket made, for the fields of local answers, and when it came. */
   last = null;
   lastAt = 0;
-  /** When a request on the bucket was last denied, here or by the object (isolate clock, ms). */
+  /**
+   * When a request on the bucket was last denied, here or by the object (isolate clock, ms),
+   * and how many were denied since the demand was last measured (demand.js).
+   */
   deniedAt = -Infinity;
+  denied = 0;
   /** When the previous request on the bucket came (isolate clock, ms). */
   previousAt = -Infinity;
   /** With shares: the share held (a HeldShare), and the demand since it was last reported. */
@@ -74,6 +78,12 @@ export class Entry {
   leasing = false;
 }
 
+/** A request on `entry` denied at `now`, here or by the object. */
+export function noteDenial(entry, now) {
+  entry.deniedAt = now;
+  entry.denied += 1;
+}
+
 /**
  * The decision's fields for local answers, and a denial to repeat until its retry time, or
  * longer when it answered this isolate's `own` lease call (see Entry.hold): when many
@@ -85,7 +95,7 @@ export class Entry {
 export function remember(entry, decision, now, maxHoldMs, own = false) {
   entry.last = decision;
   entry.lastAt = now;
-  if (!decision.allowed) entry.deniedAt = now;
+  if (!decision.allowed) noteDenial(entry, now);
   if (!decision.allowed && decision.retry_after_ms !== null && decision.retry_after_ms > 0) {
     const retry = decision.retry_after_ms;
     if (own) entry.hold = Math.min(MAX_HOLD_MS, Math.max(retry, 2 * entry.hold));

@@ -19,6 +19,7 @@ import {
   leaseOf,
   leasing,
   NONE,
+  noteDenial,
   plain,
   remember,
   settleAll,
@@ -191,7 +192,7 @@ export class LocalLimits {
       return null;
     }
     this.localAnswers += 1;
-    if (!local.allowed) entry.deniedAt = this.#clock();
+    if (!local.allowed) noteDenial(entry, this.#clock());
     if (entry.renewDue) {
       this.#due = entry;
       this.#dueKey = key;
@@ -213,7 +214,7 @@ export class LocalLimits {
   /** `decision` on `entry`, made in this isolate without a call: counted, and marked (decidedHere). */
   #here(entry, decision) {
     this.localAnswers += 1;
-    if (!decision.allowed) entry.deniedAt = this.#clock();
+    if (!decision.allowed) noteDenial(entry, this.#clock());
     DECIDED_HERE.add(decision);
     return decision;
   }
@@ -377,6 +378,7 @@ export class LocalLimits {
       request.rate = Math.max(rate, Number.MIN_VALUE);
       entry.reportedRate = rate;
       entry.demand = 0;
+      entry.denied = 0;
       entry.demandSince = sent;
     }
     if (share !== null) request.renew = share.id;
