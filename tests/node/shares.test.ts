@@ -241,8 +241,8 @@ describe('LocalLimits with shares', () => {
     // A pair every 250 ms: 8 requests a second, above the 6/s a share takes and below the
     // refill (10/s); another isolate takes the other 2 a second. The bucket stays below a
     // quarter of its capacity, but its refill covers them: plain calls serve. Every 2 s a burst
-    // of others takes every token just before a pair: both of its requests are denied, 2 of
-    // each 16, as bursts at the limit deny a few.
+    // of others takes every token just before a pair: what its lease does not cover is denied,
+    // one or two of each 16 requests, as bursts at the limit deny a few.
     let denied = 0;
     for (let ms = 0; ms < 6_000; ms += 250) {
       if (ms % 2_000 === 1_000) {
