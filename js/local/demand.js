@@ -53,12 +53,17 @@ const SLOWEST_SHARED_INTERVAL_MS = 1_000;
  */
 export function countDemand(entry, cost, now) {
   if (entry.demandSince === null || (entry.share === null && now - entry.demandSince > DEMAND_MS)) {
-    entry.demand = 0;
-    entry.denied = 0;
-    entry.demandSince = now;
+    restartDemand(entry, now);
   } else {
     entry.demand += cost;
   }
+}
+
+/** Starts a new measure of the demand on `entry` (and of its denials) at `now`. */
+export function restartDemand(entry, now) {
+  entry.demand = 0;
+  entry.denied = 0;
+  entry.demandSince = now;
 }
 
 /**

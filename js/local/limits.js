@@ -9,7 +9,7 @@
 // thresholds local decisions go by) and renewal.js (renewal ahead of time).
 
 import { deniedInFlight, deniedInQueue, localAnswer, overBound, sharedNow } from './answers.js';
-import { BUSY_MS, reportedRate, scarce, worthAShare } from './demand.js';
+import { BUSY_MS, reportedRate, restartDemand, scarce, worthAShare } from './demand.js';
 import {
   aboveCapacity,
   BILLION,
@@ -377,9 +377,7 @@ export class LocalLimits {
     if (share === null || cost === 0) {
       request.rate = Math.max(rate, Number.MIN_VALUE);
       entry.reportedRate = rate;
-      entry.demand = 0;
-      entry.denied = 0;
-      entry.demandSince = sent;
+      restartDemand(entry, sent);
     }
     if (share !== null) request.renew = share.id;
     // The plain leases held until now are replaced by the share: the call that asks for it
