@@ -120,9 +120,37 @@ const DENIED_WITHIN_MS = 3_000;
  */
 export function scarce(entry, policy, now) {
   if (!underPressure(entry)) return false;
-  if (now - entry.deniedAt < DENIED_WITHIN_MS && entry.denied >= DENIED_PART * Math.max(1, entry.demand)) return true;
+  if (deniedPart(entry, now, DENIED_PART)) return true;
   const bucket = bucketOf(policy, entry.last);
   return bucket !== null && demandRate(entry, now) >= 1_000 / bucket.intervalMs;
+}
+
+/**
+ * Whether at least `part` of the requests on `entry` since its demand was last measured were
+ * denied, the last within DENIED_WITHIN_MS of `now`.
+ */
+function deniedPart(entry, now, part) {
+  return now - entry.deniedAt < DENIED_WITHIN_MS && entry.denied >= part * Math.max(1, entry.demand);
+}
+
+/**
+ * A plain call with shares asks for no lease where the bucket is short for many isolates that
+ * each see few requests: it ran low and denied at least LEASE_DENIED_PART of this isolate's
+ * requests, and this isolate's demand is under a request per BUSY_MS and under 1 /
+ * ONE_OF_MANY of the refill. A token leased there waits for the isolate's next request while
+ * the others are denied; without a lease each request takes its token as it comes
+ * (docs/SPEC.md, 11.9).
+ */
+const LEASE_DENIED_PART = 0.05;
+const ONE_OF_MANY = 32;
+
+/** Whether a lease on `entry` would wait idle at `now` (see LEASE_DENIED_PART). */
+export function leaseWouldIdle(entry, policy, now) {
+  if (!underPressure(entry) || !deniedPart(entry, now, LEASE_DENIED_PART)) return false;
+  const bucket = bucketOf(policy, entry.last);
+  if (bucket === null) return false;
+  const rate = reportedRate(entry, now);
+  return rate < 1_000 / BUSY_MS && rate * bucket.intervalMs * ONE_OF_MANY < 1_000;
 }
 
 /** Whether the bucket ran low, or denied, when it last answered. */

@@ -9,7 +9,7 @@
 // thresholds local decisions go by) and renewal.js (renewal ahead of time).
 
 import { deniedInFlight, deniedInQueue, localAnswer, overBound, sharedNow } from './answers.js';
-import { BUSY_MS, reportedRate, restartDemand, scarce, worthAShare } from './demand.js';
+import { BUSY_MS, leaseWouldIdle, reportedRate, restartDemand, scarce, worthAShare } from './demand.js';
 import {
   aboveCapacity,
   BILLION,
@@ -264,8 +264,9 @@ export class LocalLimits {
     const lease = entry.lease;
     const sent = this.#clock();
     // Requests keep coming: ask for twice as much as last time (from the cost up). A lease
-    // that expired partly used: about what was used. Requests far apart: no lease at all.
-    if (sent - entry.previousAt > BUSY_MS) {
+    // that expired partly used: about what was used. Requests far apart, or a lease that
+    // would wait idle while others are denied: no lease at all.
+    if (sent - entry.previousAt > BUSY_MS || (this.#shares && leaseWouldIdle(entry, policy, sent))) {
       entry.want = 0;
     } else if (lease !== null && sent >= lease.deadline) {
       entry.want = Math.floor(lease.used / BILLION);

@@ -271,6 +271,55 @@ describe('LocalLimits with shares', () => {
     expect(rates[0]).toBeLessThanOrEqual(9);
   });
 
+  it('takes no plain lease once a low bucket denies it while it sees few of the requests, as plain leases alone do', async () => {
+    // 100 tokens, one a millisecond: an isolate at 4 requests a second asks for a 32nd of the
+    // refill and less. The others keep the bucket low (10 tokens left before each of its
+    // requests); from 1.5 s on they take every token just before each.
+    const P: RateLimiterOptions = { max_tokens: 100, refill_every_seconds: 0.001 };
+    const wants = async (shares: boolean) => {
+      const server = new RateLimiterServer({} as Ctx, {});
+      const asked: { ms: number; want: number }[] = [];
+      const stub = {
+        limit: async (key: string, cost?: number, policy?: RateLimiterOptions) => server.limit(key, cost, policy),
+        limitLeased: async (key: string, cost?: number, policy?: RateLimiterOptions, lease?: RateLimitLeaseRequest) => {
+          asked.push({ ms: Date.now() - T0, want: lease?.want ?? 0 });
+          return server.limitLeased(key, cost, policy, lease);
+        },
+        settle: async (key: string, settlement: { id: number; used: number }) => server.settle(key, settlement),
+      };
+      const local = new LocalLimits({ clock: () => Date.now(), shares });
+      const owner = {};
+      const leaving = (left: number) => {
+        const remaining = server.limit('k', 0, P).remaining;
+        if (remaining > left) expect(server.limit('k', remaining - left, P).allowed).toBe(true);
+      };
+      let denied = 0;
+      for (let ms = 0; ms < 4_000; ms += 500) {
+        for (const t of [ms, ms + 50]) {
+          at(t);
+          leaving(ms >= 1_500 ? 0 : 10);
+          if (!(await local.limit(owner, 'o', stub, 'k', 1, P, () => {})).allowed) denied += 1;
+        }
+      }
+      expect(denied).toBeGreaterThanOrEqual(3);
+      return {
+        before: asked.filter((a) => a.ms < 1_500).map((a) => a.want),
+        after: asked.filter((a) => a.ms > 1_600).map((a) => a.want),
+      };
+    };
+    // Low but admitting, requests keep coming (50 ms apart): it leases, in both modes.
+    const plain = await wants(false);
+    const shared = await wants(true);
+    expect(Math.max(...shared.before)).toBeGreaterThan(0);
+    expect(Math.max(...plain.before)).toBeGreaterThan(0);
+    // Once denied, with shares its calls take no lease (a leased token would wait a quarter of
+    // a second for its next request while the others are denied); plain leases alone still
+    // ask for them.
+    expect(shared.after.length).toBeGreaterThanOrEqual(4);
+    expect(shared.after.every((want) => want === 0)).toBe(true);
+    expect(Math.max(...plain.after)).toBeGreaterThan(0);
+  });
+
   it('asks for a share without a denial when its own demand is the whole refill', async () => {
     const { rates, pair } = onALowBucket();
     // A pair every 200 ms: 10 requests a second, the refill, alone on the bucket. Nothing is
