@@ -1,28 +1,11 @@
-// Edge-local decisions: a Worker isolate takes tokens from a bucket in batches (leases) and
-// spends them on later requests without a round trip, and after a denial answers the same
-// bucket locally until the denial's retry time has passed. The bound stays the bucket's:
-// leased tokens count as still in the bucket until settled, and a lease this isolate never
-// settles (it was evicted) counts as fully used at its expiry. This file is LocalLimits, its
-// entries and its calls to the object; the rest of local decisions is in this folder: entry.js
-// (one bucket as this isolate sees it), answers.js (the requests it answers without a call),
-// share.js (a share as its holder runs it), demand.js (the demand a call reports, and the
-// thresholds local decisions go by) and renewal.js (renewal ahead of time).
+// LocalLimits (docs/SPEC.md, 10.5 and 11.9): an isolate spends a bucket's tokens in batches (leases or a
+// share) and repeats a denial until its retry time, without a round trip. Leased tokens count as still
+// in the bucket until settled, or fully used at expiry, so the bound stays the bucket's.
 
-import { deniedInFlight, deniedInQueue, localAnswer, overBound, sharedNow } from './answers.js';
+import { deniedInFlight, localAnswer, overBound, sharedNow } from './answers.js';
 import { BUSY_MS, leaseWouldIdle, reportedRate, restartDemand, scarce, worthAShare } from './demand.js';
 import {
-  aboveCapacity,
-  BILLION,
-  bucketOf,
-  Entry,
-  entryName,
-  leaseOf,
-  leasing,
-  NONE,
-  noteDenial,
-  plain,
-  remember,
-  settleAll,
+  aboveCapacity, BILLION, bucketOf, Entry, entryName, leaseOf, leasing, NONE, noteDenial, remember, settleAll,
   settleInCall,
 } from './entry.js';
 import { inBackground } from './renewal.js';
@@ -31,20 +14,11 @@ import { HeldShare } from './share.js';
 // Entries kept at most: the oldest idle ones go first (a lease dropped here just expires).
 const MAX_ENTRIES = 10_000;
 
-/**
- * `limits.limit(owner, scope, stub, key, cost, policy)` when it would decide in this isolate at
- * once (a live lease or a held denial), without a promise; else null, and nothing changed.
- */
+/** `limits.limit(owner, scope, stub, key, cost, policy)` if decided here at once; else null, unchanged. */
 export let localDecision;
 
-/**
- * Whether the decision `localDecision` just made is due to start the renewal of its lease
- * ahead of time; `renewLease(limits, stub, waitUntil)` starts it (`stub` a function that
- * makes the stub, `waitUntil` the request's). Two steps, so that the requests that need no
- * renewal (nearly all) make no closure.
- */
-export let renewalDue;
-export let renewLease;
+/** Whether `localDecision`'s decision starts a renewal; `renewLease(limits, stub, waitUntil)` starts it. */
+export let renewalDue, renewLease;
 
 export class LocalLimits {
   #owners = new WeakMap(); // a namespace → its number in entry names
@@ -55,25 +29,14 @@ export class LocalLimits {
   #clock;
   #shares;
   #maxHoldMs;
-  /** The entry, key and policy of the local decision that made a renewal due (renewLease). */
-  #due = null;
-  #dueKey = '';
-  #duePolicy = undefined;
+  #due = null; // { entry, key, policy } of the local decision that made a renewal due (renewLease)
   /** Calls made to the Durable Object, and requests answered without one. */
   calls = 0;
   localAnswers = 0;
 
   /**
-   * `marginMs`: a lease is not spent later than this before its expiry, by this isolate's
-   * clock, counted from when the call went out: what this isolate's clock may lose against
-   * the object's over a lease (drift, a step back). An offset between the clocks costs
-   * nothing: only durations cross.
-   * `maxLease`: the most tokens asked for at once. `clock`: the time in ms (tests pass a
-   * fake one; Workers' `Date.now()` by default). `shares` (default true): once a bucket
-   * runs low, hold shares (a part of the bucket's refill, renewed in the background); false
-   * holds plain leases only. `maxHoldMs`: the
-   * longest a denial is held here (a block's whole time by default): how late this isolate
-   * may learn of an `unblock`, `reset` or refund at the object.
+   * `marginMs`: leases stop this long before their expiry (docs/SPEC.md, 10.4); `maxLease`: the most tokens
+   * asked for at once; `clock`: ms; `shares`: false holds plain leases only; `maxHoldMs`: the longest hold.
    */
   constructor({ marginMs = 100, maxLease = 1_000, clock = Date.now, shares = true, maxHoldMs = Infinity } = {}) {
     if (!(Number.isFinite(marginMs) && marginMs >= 0 && marginMs < 10_000)) {
@@ -95,17 +58,9 @@ export class LocalLimits {
     this.#clock = clock;
   }
 
-  /**
-   * `stub.limit(key, cost, policy)`, decided here when this isolate holds enough of a lease
-   * on that bucket or a denial that still holds. `scope` names the Durable Object (with
-   * `owner`, its namespace, it tells buckets of different objects apart). `stub` may be a
-   * function that makes the stub: then a request decided here never makes one
-   * (`idFromName` hashes the name). `waitUntil` (the request's `ctx.waitUntil`) keeps a
-   * share's renewal running after the response.
-   */
+  /** `stub.limit(key, cost, policy)`, decided here if it can be; `stub` may be a function making the stub. */
   async limit(owner, scope, stub, key, cost = 1, policy = undefined, waitUntil = undefined) {
-    // Anything unusual goes to the object, which validates it (and throws).
-    if (typeof key !== 'string' || typeof cost !== 'number' || !(cost >= 0 && cost < Infinity) || !plain(policy)) {
+    if (!usual(key, cost, policy)) {
       this.calls += 1;
       return stubOf(stub).limit(key, cost, policy);
     }
@@ -119,19 +74,13 @@ export class LocalLimits {
     return this.#leasedCall(entry, stub, key, cost, policy, waitUntil);
   }
 
-  /**
-   * The decision on `entry` when this isolate makes it at once, without a call; else null.
-   * Sets `entry.renewDue` when the lease or share that made it is due for renewal.
-   */
   #decide(entry, cost, policy) {
     return this.#shares ? sharedNow(entry, cost, policy, this.#clock) : localAnswer(entry, cost, this.#clock);
   }
 
-  /** Starts the renewal of the share or lease held on `entry` in the background. */
+  // In the background: a renewal that fails leaves the share to end with its term, the lease to expire.
   #renew(entry, stub, key, policy, waitUntil) {
     if (entry.leasing) return;
-    // (A renewal that fails leaves the share to end with its term, the lease it settled to
-    // expire: fully used.)
     if (entry.share !== null) {
       inBackground(entry, () => this.#shareCall(entry, stubOf(stub), key, 0, policy, true), waitUntil);
     } else if (entry.next === null) {
@@ -139,31 +88,20 @@ export class LocalLimits {
     }
   }
 
-  /**
-   * `stub.refund(key, cost)`, given back to this isolate's plain lease on that bucket when
-   * the lease is live and has spent at least `cost` (the object counts the lease as taken and
-   * gets its unused part when it is settled: the same as a refund there, without a call), or
-   * to its live share when that has room for the whole cost (the share stays within its
-   * capacity, so the shares' bound holds as for a refund at the object); otherwise a call.
-   */
+  /** `stub.refund(key, cost)`, given back to a live lease that spent `cost`, or a share with room for it. */
   async refund(owner, scope, stub, key, cost, policy = undefined) {
-    const number = this.#owners.get(owner);
-    const entry = number === undefined ? undefined : this.#entries.get(entryName(number, scope, key, policy));
+    const entry = this.#find(owner, scope, key, policy);
     const lease = entry?.lease ?? null;
     const units = Math.ceil(cost * BILLION);
     const now = this.#clock();
-    if (
-      typeof cost === 'number' && cost > 0 && units < Infinity &&
-      lease !== null && now < lease.deadline && lease.used >= units
-    ) {
+    const live = lease !== null && now < lease.deadline;
+    if (typeof cost === 'number' && cost > 0 && units < Infinity && live && lease.used >= units) {
       lease.used -= units;
       return;
     }
     const share = entry?.share ?? null;
-    if (
-      share !== null && Number.isInteger(cost) && cost > 0 &&
-      share.advance(now) && share.tokens + cost <= share.capacityAt(now)
-    ) {
+    const liveShare = share !== null && Number.isInteger(cost) && cost > 0 && share.advance(now);
+    if (liveShare && share.tokens + cost <= share.capacityAt(now)) {
       share.add(cost, now);
       return;
     }
@@ -171,17 +109,10 @@ export class LocalLimits {
     await stubOf(stub).refund(key, cost);
   }
 
-  /**
-   * The decision of `limit()` when this isolate's live lease or held denial makes it without a
-   * call and without waiting; else null (nothing changed: `limit()` decides). For the
-   * middleware, which knows the decision is local: not marked for decidedHere.
-   */
+  // localDecision: the middleware knows the decision is local, so it is not marked for decidedHere.
   #decideNow(owner, scope, key, cost, policy) {
     this.#due = null;
-    if (typeof key !== 'string' || typeof cost !== 'number' || !(cost >= 0 && cost < Infinity)) return null;
-    const number = this.#owners.get(owner);
-    if (number === undefined || !plain(policy)) return null;
-    const entry = this.#entries.get(entryName(number, scope, key, policy));
+    const entry = usual(key, cost, policy) ? this.#find(owner, scope, key, policy) : undefined;
     if (entry === undefined) return null;
     // The request counts towards the demand once: here only when decided here.
     const { demand, demandSince } = entry;
@@ -191,13 +122,8 @@ export class LocalLimits {
       entry.demandSince = demandSince;
       return null;
     }
-    this.localAnswers += 1;
-    if (!local.allowed) noteDenial(entry, this.#clock());
-    if (entry.renewDue) {
-      this.#due = entry;
-      this.#dueKey = key;
-      this.#duePolicy = policy;
-    }
+    this.#here(entry, local, false);
+    if (entry.renewDue) this.#due = { entry, key, policy };
     return local;
   }
 
@@ -205,43 +131,36 @@ export class LocalLimits {
     localDecision = (limits, owner, scope, key, cost, policy) => limits.#decideNow(owner, scope, key, cost, policy);
     renewalDue = (limits) => limits.#due !== null;
     renewLease = (limits, stub, waitUntil) => {
-      const entry = limits.#due;
+      const due = limits.#due;
       limits.#due = null;
-      if (entry !== null) limits.#renew(entry, stub, limits.#dueKey, limits.#duePolicy, waitUntil);
+      if (due !== null) limits.#renew(due.entry, stub, due.key, due.policy, waitUntil);
     };
   }
 
-  /** `decision` on `entry`, made in this isolate without a call: counted, and marked (decidedHere). */
-  #here(entry, decision) {
+  // `decision` on `entry`, made here without a call: counted, and marked for decidedHere.
+  #here(entry, decision, mark = true) {
     this.localAnswers += 1;
     if (!decision.allowed) noteDenial(entry, this.#clock());
-    DECIDED_HERE.add(decision);
+    if (mark) DECIDED_HERE.add(decision);
     return decision;
   }
 
-  /** A request plain leases and the denial cache did not decide here: a call. */
   async #leasedCall(entry, stub, key, cost, policy, waitUntil) {
     if (entry.leasing) return this.#whileInFlight(entry, stub, key, cost, policy);
     return leasing(entry, () => this.#call(entry, stubOf(stub), key, cost, policy, waitUntil));
   }
 
-  /** A request while this isolate's call on `entry` is in flight: denied here, or a plain call. */
+  // A request while this isolate's call on `entry` is in flight: denied here, or a plain call.
   #whileInFlight(entry, stub, key, cost, policy) {
-    const denied = deniedInFlight(entry, cost, this.#clock) ?? deniedInQueue(entry, cost, policy);
+    const denied = deniedInFlight(entry, cost, policy, this.#clock);
     if (denied !== null) return this.#here(entry, denied);
     return this.#plainCall(entry, stubOf(stub), key, cost, policy);
   }
 
-  /**
-   * One call for this request only: no lease settled or taken. Denied here instead when the
-   * costs of this isolate's plain calls in flight already reach what the bucket can admit
-   * since the first of them was sent (its capacity plus its refills since): a burst before
-   * any answer, or while a lease call is out, does not become a call per request.
-   */
+  // A call for this request only, unless the plain calls in flight fill the bucket (docs/SPEC.md, 10.5).
   async #plainCall(entry, stub, key, cost, policy) {
     const now = this.#clock();
-    // A request all the same: while a lease call is in flight (a round trip may take longer
-    // than BUSY_MS), the requests keep the bucket busy.
+    // A request all the same: while a lease call is in flight, requests keep the bucket busy.
     entry.previousAt = now;
     if (entry.plainCalls === 0) entry.plainSince = now;
     const bucket = bucketOf(policy, entry.last);
@@ -260,12 +179,12 @@ export class LocalLimits {
     }
   }
 
+  // The call that settles the leases held and asks for the next one.
   async #call(entry, stub, key, cost, policy, waitUntil) {
     const lease = entry.lease;
     const sent = this.#clock();
-    // Requests keep coming: ask for twice as much as last time (from the cost up). A lease
-    // that expired partly used: about what was used. Requests far apart, or a lease that
-    // would wait idle while others are denied: no lease at all.
+    // Requests keep coming: twice as much as last time (from the cost up); after a lease that expired
+    // partly used, what was used; requests far apart, or a lease that would wait idle: none.
     if (sent - entry.previousAt > BUSY_MS || (this.#shares && leaseWouldIdle(entry, policy, sent))) {
       entry.want = 0;
     } else if (lease !== null && sent >= lease.deadline) {
@@ -278,19 +197,17 @@ export class LocalLimits {
     const request = this.#shares ? { want: entry.want, queue: true } : { want: entry.want };
     const next = entry.next;
     const unsettled = [...entry.unsettled];
-    // The leases held now are replaced by this call's, which settles them.
     const others = settleInCall(entry, request, sent);
     let answer;
     try {
       answer = await this.#leaseCall(stub, key, cost, policy, request, others, waitUntil);
     } catch (error) {
-      // Bad input is rejected before anything is settled: the leases are still ours.
+      // Bad input is rejected before anything is settled: the leases are still ours (else they expire).
       if (error?.name === 'TypeError' || error?.name === 'RangeError') {
         entry.lease = lease;
         entry.next = next;
         entry.unsettled = unsettled;
       }
-      // (Else the lease it settled is left to expire: fully used.)
       throw error;
     }
     const { lease: granted, call_after_ms: turn, ...answered } = answer;
@@ -301,16 +218,11 @@ export class LocalLimits {
     if (turn !== undefined) entry.hold = 0;
     const decision = remember(entry, answered, received, this.#maxHoldMs, true);
     if (granted !== null && granted.tokens > 0) entry.lease = leaseOf(granted, sent, this.#marginMs);
-    // This isolate's view, as in local answers: the bucket and what is left of its lease.
+    // As in local answers, `remaining` counts what is left of the lease.
     return granted === null ? decision : { ...decision, remaining: decision.remaining + granted.tokens };
   }
 
-  /**
-   * `stub.limitLeased(key, cost, policy, request)`, with the `others` settles (settleAll) as
-   * `stub.settle` calls of their own beside it, when the stub has that method. The answer does
-   * not wait for them: `waitUntil` keeps them alive (or `await` does, when `waitUntil` is
-   * `true`: in a renewal, which no request awaits).
-   */
+  // `stub.limitLeased(...)` and the `others` settles beside it, awaited only in a renewal (`waitUntil` true).
   async #leaseCall(stub, key, cost, policy, request, others, waitUntil) {
     this.calls += 1;
     if (others.length === 0 || typeof stub.settle !== 'function') return stub.limitLeased(key, cost, policy, request);
@@ -322,11 +234,7 @@ export class LocalLimits {
     return stub.limitLeased(key, cost, policy, request);
   }
 
-  /**
-   * The renewal ahead of time (docs/SPEC.md, 10.5): a call of cost 0 that settles the leases
-   * this isolate no longer spends and asks for the next lease, which waits until the current
-   * one cannot cover a request. In the background (#renew): no request awaits it.
-   */
+  // The renewal ahead of time (docs/SPEC.md, 10.5): a call of cost 0 that asks for the next lease.
   async #renewal(entry, stub, key, policy) {
     const sent = this.#clock();
     entry.want = Math.min(this.#maxLease, Math.max(1, entry.want * 2));
@@ -337,26 +245,16 @@ export class LocalLimits {
     if (granted !== null && granted.tokens > 0) entry.next = leaseOf(granted, sent, this.#marginMs);
   }
 
-  /**
-   * A request on a bucket with shares that was not decided here: a call that asks for (or
-   * tops up) a share when the bucket is short for this isolate and it has the demand for
-   * one, else one of plain leases.
-   */
+  // A call for a share (or a top-up) once the bucket is scarce and the demand worth one (docs/SPEC.md, 11.9).
   async #sharedCall(entry, stub, key, cost, policy, waitUntil) {
     const now = this.#clock();
     const share = entry.share;
-    // While the bucket has room, plain leases serve as well and split nothing: a share is
-    // asked for only once the bucket runs low and is short for this isolate (scarce), and only
-    // by an isolate with the demand for one (SHARE_TOKENS; with less, plain leases and held
-    // denials do better), for a whole cost (a share holds whole tokens: a fractional cost is
-    // the main bucket's).
     if (
       (share === null && (!Number.isInteger(cost) || !scarce(entry, policy, now) || !worthAShare(entry, policy, now))) ||
       aboveCapacity(cost, policy, entry)
     ) {
       return this.#leasedCall(entry, stub, key, cost, policy, waitUntil);
     }
-    // Before anything is known, a request made while a call is in flight makes its own.
     if (entry.leasing) return this.#whileInFlight(entry, stub, key, cost, policy);
     // Asks for a share only once requests keep coming; the first one makes a plain call.
     const busy = now - entry.previousAt <= BUSY_MS;
@@ -365,15 +263,14 @@ export class LocalLimits {
     return leasing(entry, () => this.#shareCall(entry, stubOf(stub), key, cost, policy, waitUntil));
   }
 
-  /** One call that decides `cost` and asks for a share, or renews and tops up the one held. */
+  // A call that decides `cost` and asks for a share, or renews (cost 0) or tops up the one held.
   async #shareCall(entry, stub, key, cost, policy, waitUntil) {
     const sent = this.#clock();
     const share = entry.share;
     const rate = reportedRate(entry, sent);
     // A top-up asks for twice the last one while the share keeps running out between calls.
     entry.want = cost === 0 ? entry.want : Math.min(this.#maxLease, Math.max(1, cost, entry.want * 2));
-    // A renewal (cost 0) reports the demand and gets the next term; a top-up of a share held
-    // only asks for tokens; a call without a share asks for one.
+    // A renewal or an ask for a share reports the demand; a top-up only asks for tokens.
     const request = cost === 0 ? {} : { want: entry.want };
     if (share === null || cost === 0) {
       request.rate = Math.max(rate, Number.MIN_VALUE);
@@ -381,40 +278,30 @@ export class LocalLimits {
       restartDemand(entry, sent);
     }
     if (share !== null) request.renew = share.id;
-    // The plain leases held until now are replaced by the share: the call that asks for it
-    // settles them.
+    // The plain leases held are replaced by the share: the call that asks for it settles them.
     const others = share === null ? settleInCall(entry, request, sent) : NONE;
-    const answer = await this.#leaseCall(stub, key, cost, policy, request, others, waitUntil);
+    const { lease: granted, ...answered } = await this.#leaseCall(stub, key, cost, policy, request, others, waitUntil);
     const received = this.#clock();
-    const { lease: granted, ...answered } = answer;
     const decision = remember(entry, answered, received, this.#maxHoldMs, true);
     if (granted?.share !== undefined) {
-      // (The object grants no share without a whole token: 11.7.)
       if (share === null) entry.share = new HeldShare(granted, sent, received, this.#marginMs);
       else if (entry.share === share && share.id === granted.id) share.renewed(granted, sent, received, cost === 0);
     } else if (share === null && granted !== null && granted.tokens > 0) {
       entry.lease = leaseOf(granted, sent, this.#marginMs);
     } else if (share === null && granted !== null) {
-      // The ask is on record at the object until then, instead of a share: plain leases and
-      // held denials serve meanwhile.
+      // The ask is on record at the object until then, instead of a share (docs/SPEC.md, 11.7).
       entry.noShareUntil = received + granted.ttl_ms;
     }
-    // The answer's remaining counts what this isolate now holds: the share's tokens, or the
-    // plain lease an ask for a share got instead.
+    // `remaining` counts what this isolate now holds: the share's tokens, or the lease got instead.
     let held = 0;
     if (entry.share?.advance(received)) held = entry.share.tokens;
     else if (share === null && entry.lease !== null) held = granted?.tokens ?? 0;
     return { ...decision, remaining: decision.remaining + held };
   }
 
-  /** The entry of bucket `key` under `policy` of the object `scope` of namespace `owner`. */
   #entry(owner, scope, key, policy) {
-    let number = this.#owners.get(owner);
-    if (number === undefined) {
-      number = this.#nextOwner++;
-      this.#owners.set(owner, number);
-    }
-    const name = entryName(number, scope, key, policy);
+    if (!this.#owners.has(owner)) this.#owners.set(owner, this.#nextOwner++);
+    const name = entryName(this.#owners.get(owner), scope, key, policy);
     let entry = this.#entries.get(name);
     if (entry === undefined) {
       if (this.#entries.size >= MAX_ENTRIES) this.#forgetOldest();
@@ -422,6 +309,11 @@ export class LocalLimits {
       this.#entries.set(name, entry);
     }
     return entry;
+  }
+
+  #find(owner, scope, key, policy) {
+    const number = this.#owners.get(owner);
+    return number === undefined ? undefined : this.#entries.get(entryName(number, scope, key, policy));
   }
 
   #forgetOldest() {
@@ -433,7 +325,6 @@ export class LocalLimits {
   }
 }
 
-/** The decisions LocalLimits made without a call (for the middleware's decision events). */
 const DECIDED_HERE = new WeakSet();
 
 /** Whether `decision` (from LocalLimits.limit) was made in this isolate, without a call. */
@@ -441,5 +332,14 @@ export function decidedHere(decision) {
   return DECIDED_HERE.has(decision);
 }
 
-/** The stub, made now if `stub` is a function that makes it. */
 const stubOf = (stub) => (typeof stub === 'function' ? stub() : stub);
+
+// Whether to decide here: anything unusual goes to the object, which validates it (and throws).
+function usual(key, cost, policy) {
+  if (typeof key !== 'string' || typeof cost !== 'number' || !(cost >= 0 && cost < Infinity)) return false;
+  if (policy === undefined) return true;
+  if (typeof policy !== 'object' || policy === null || Array.isArray(policy)) return false;
+  return Object.keys(policy).every((name) => POLICY_FIELDS.includes(name));
+}
+
+const POLICY_FIELDS = ['max_tokens', 'refill_every_seconds', 'block_seconds'];
