@@ -206,8 +206,14 @@ pub fn full_at(bucket: Bucket, options: &Options) -> u128 {
 
 /// Nanoseconds from `now` until refills alone add at least `units` (> 0) to `bucket`.
 fn wait_until(bucket: Bucket, units: u64, options: &Options, now: Instant) -> u128 {
-    let refills = u128::from(units.div_ceil(options.unit()));
-    let ready = u128::from(bucket.last_refill.as_nanos())
-        .saturating_add(refills.saturating_mul(options.interval_nanos()));
+    // One refill (the next token, which every decision reports) needs no 128-bit
+    // multiplication.
+    let refills = units.div_ceil(options.unit());
+    let wait = if refills == 1 {
+        options.interval_nanos()
+    } else {
+        u128::from(refills).saturating_mul(options.interval_nanos())
+    };
+    let ready = u128::from(bucket.last_refill.as_nanos()).saturating_add(wait);
     ready.saturating_sub(now.as_nanos().into())
 }

@@ -291,7 +291,7 @@ impl Limiter {
             allowed,
             status: status_of(state, view, now),
             retry_after_ms: wait.map(ceil_millis),
-            window_ms: window_ms(options),
+            window_ms: options.window_ms(),
         }
     }
 
@@ -324,14 +324,9 @@ impl Limiter {
             allowed,
             status: bucket::status(state, options, now),
             retry_after_ms: wait.map(ceil_millis),
-            window_ms: window_ms(options),
+            window_ms: options.window_ms(),
         }
     }
-}
-
-/// The bucket's window: the time it takes to refill from empty, in milliseconds.
-fn window_ms(options: &Options) -> f64 {
-    ceil_millis(u128::from(options.max_tokens()).saturating_mul(options.interval_nanos()))
 }
 
 /// The status of a call that left `state`. While the tokens in the bucket and the leased

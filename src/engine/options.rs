@@ -2,6 +2,7 @@
 //! is always valid, so the bucket arithmetic has no error paths.
 
 use super::error::Error;
+use super::time::ceil_millis;
 
 /// Largest `max_tokens`: the largest integer a JavaScript number holds exactly.
 pub const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
@@ -28,6 +29,10 @@ pub struct Options {
     /// Units per token: `UNITS_PER_TOKEN`, or 1 for capacities above
     /// `MAX_TOKENS_IN_BILLIONTHS`.
     unit: u64,
+    /// The window (`max_tokens` intervals in whole milliseconds, rounded up), which every
+    /// `limit` decision reports: computed once here, where it is a 128-bit multiplication
+    /// and division, not at every call.
+    window_ms: f64,
 }
 
 /// A partial update of [`Options`]: `None` keeps the current value.
@@ -40,11 +45,13 @@ pub struct OptionsPatch {
 impl Default for Options {
     /// 10 tokens, one every 10 s (written out: no error path, no panic in the binary).
     fn default() -> Self {
+        let interval_nanos = DEFAULT_REFILL_EVERY_SECONDS as u128 * 1_000_000_000;
         Options {
             max_tokens: DEFAULT_MAX_TOKENS,
             refill_every_seconds: DEFAULT_REFILL_EVERY_SECONDS,
-            interval_nanos: DEFAULT_REFILL_EVERY_SECONDS as u128 * 1_000_000_000,
+            interval_nanos,
             unit: UNITS_PER_TOKEN,
+            window_ms: window_ms(DEFAULT_MAX_TOKENS, interval_nanos),
         }
     }
 }
@@ -81,6 +88,7 @@ impl Options {
             refill_every_seconds,
             interval_nanos,
             unit,
+            window_ms: window_ms(max_tokens, interval_nanos),
         })
     }
 
@@ -105,6 +113,11 @@ impl Options {
     /// Nanoseconds between two refilled tokens (>= 1).
     pub fn interval_nanos(&self) -> u128 {
         self.interval_nanos
+    }
+
+    /// The time an empty bucket takes to refill completely, in milliseconds.
+    pub fn window_ms(&self) -> f64 {
+        self.window_ms
     }
 
     /// Units per token.
@@ -186,6 +199,11 @@ impl Cost {
             .ok()
             .filter(|&u| u <= options.capacity_units())
     }
+}
+
+/// `max_tokens` intervals in whole milliseconds, rounded up.
+fn window_ms(max_tokens: u64, interval_nanos: u128) -> f64 {
+    ceil_millis(u128::from(max_tokens).saturating_mul(interval_nanos))
 }
 
 #[cfg(test)]
