@@ -401,3 +401,31 @@ fn limiter_with(max_tokens: f64, refill_every_seconds: f64) -> Limiter {
     .unwrap();
     l
 }
+
+#[test]
+fn a_policy_given_again_after_the_options_changed_takes_the_new_options_for_its_missing_fields() {
+    // The limiter keeps the last policy it resolved; a change of the instance options must
+    // not leave it resolved against the old ones.
+    let mut l = Limiter::new(1);
+    let capacity_only = Some(OptionsPatch {
+        max_tokens: Some(2.0),
+        refill_every_seconds: None,
+    });
+    let d = l.limit(b"a", cost(1.0), capacity_only, at_ms(0.0)).unwrap();
+    assert_eq!((d.status.limit, d.window_ms), (2.0, 20_000.0));
+    let faster = OptionsPatch {
+        max_tokens: None,
+        refill_every_seconds: Some(1.0),
+    };
+    l.set_options(faster, at_ms(0.0)).unwrap();
+    let d = l.limit(b"b", cost(1.0), capacity_only, at_ms(0.0)).unwrap();
+    assert_eq!((d.status.limit, d.window_ms), (2.0, 2_000.0));
+    assert_eq!(d.status.reset_in_ms, 1_000.0);
+    // Another policy, then the first again: each resolves to its own options.
+    let d = l
+        .limit(b"c", cost(1.0), policy(5.0, 0.5), at_ms(0.0))
+        .unwrap();
+    assert_eq!((d.status.limit, d.window_ms), (5.0, 2_500.0));
+    let d = l.limit(b"d", cost(1.0), capacity_only, at_ms(0.0)).unwrap();
+    assert_eq!((d.status.limit, d.window_ms), (2.0, 2_000.0));
+}

@@ -1,5 +1,7 @@
 //! The keyed limiter: instance options plus one lazy bucket, and maybe a policy, per key.
 
+use core::cell::Cell;
+
 use super::block::{millis_until, Blocks};
 use super::bucket::{self, convert, refill, take, wait_for, wait_for_full, Bucket, Status};
 use super::error::Error;
@@ -25,6 +27,10 @@ pub struct Limiter {
     pub(super) gates: Gates,
     /// Keys blocked until an instant: every call on them is denied until then.
     pub(super) blocks: Blocks,
+    /// The last policy resolved against the instance options, and what it resolved to: a
+    /// caller (the middleware) passes the same policy at every call, and validating it anew
+    /// takes a float-to-128-bit conversion and a 128-bit multiplication each time.
+    last_policy: Cell<Option<(OptionsPatch, Options)>>,
 }
 
 /// What `limit` reports about one key.
@@ -50,6 +56,7 @@ impl Limiter {
             leased_keys_at_last_pass: 0,
             gates: Gates::new(seed),
             blocks: Blocks::new(seed),
+            last_policy: Cell::new(None),
         }
     }
 
@@ -109,6 +116,7 @@ impl Limiter {
             }
         }
         self.options = new;
+        self.last_policy.set(None);
         Ok(())
     }
 
@@ -254,7 +262,17 @@ impl Limiter {
     }
 
     pub(super) fn resolve(&self, policy: Option<OptionsPatch>) -> Result<Option<Options>, Error> {
-        policy.map(|p| self.options.patched(p)).transpose()
+        let Some(patch) = policy else {
+            return Ok(None);
+        };
+        match self.last_policy.get() {
+            Some((last, options)) if last == patch => Ok(Some(options)),
+            _ => {
+                let options = self.options.patched(patch)?;
+                self.last_policy.set(Some((patch, options)));
+                Ok(Some(options))
+            }
+        }
     }
 
     /// The report of a call that left `state`. When denied, the wait is exact for the same
