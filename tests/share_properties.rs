@@ -10,7 +10,6 @@
 use proptest::prelude::*;
 use rate_limiter::engine::{
     share_period, Cost, Instant, Lease, LeaseAsk, LeaseDecision, Limiter, OptionsPatch, Settlement,
-    SHARE_TERM_NANOS,
 };
 
 const NANOS_PER_MS: i64 = 1_000_000;
@@ -93,6 +92,8 @@ struct Share {
     id: u64,
     current: Terms,
     next: Option<Terms>,
+    /// How long the next term lasts (as the answer that gave it said).
+    next_ns: i64,
     /// The current term ends somewhere in `[ends_from, ends_by]`, and began by `starts_by`.
     ends_from: i64,
     ends_by: i64,
@@ -112,7 +113,7 @@ impl Share {
             _ if t < stop => Some((self.current, Some(stop))),
             None => None,
             Some(next) if t < self.ends_by => Some((self.current.min(next), Some(self.ends_by))),
-            Some(next) => Some((next, Some(self.ends_by + TTL_NS - MARGIN_NS))),
+            Some(next) => Some((next, Some(self.ends_by + self.next_ns - MARGIN_NS))),
         }
     }
 
@@ -133,8 +134,8 @@ impl Share {
                 // The next term has begun for sure: it is the current one now.
                 self.current = self.next.take().unwrap_or(self.current);
                 self.starts_by = self.ends_by;
-                self.ends_from += TTL_NS;
-                self.ends_by += TTL_NS;
+                self.ends_from += self.next_ns;
+                self.ends_by += self.next_ns;
             }
             let Some((after, _)) = self.terms_at(until) else {
                 return false;
@@ -172,8 +173,6 @@ impl Share {
         self.since = at - kept;
     }
 }
-
-const TTL_NS: i64 = SHARE_TERM_NANOS as i64;
 
 /// An answer on its way to a holder.
 #[derive(Debug)]
@@ -232,6 +231,7 @@ impl Holder {
         };
         let current = terms(lease.billionths, lease.parts);
         let next = lease.next.map(|n| terms(n.billionths, n.parts));
+        let next_ns = lease.next.map_or(0, |n| n.nanos as i64);
         let object_at = Instant::from_nanos(decided_at);
         let ttl = lease.expires_at.saturating_since(object_at) as i64;
         let moved = answer.moved / BILLION;
@@ -254,7 +254,10 @@ impl Holder {
                         };
                         share.rescale(share.current.period, faster, received);
                         share.current.period = faster;
-                        share.next = share.next.or(next);
+                        if share.next.is_none() && next.is_some() {
+                            share.next = next;
+                            share.next_ns = next_ns;
+                        }
                         share.ends_from = share.ends_from.max(sent + ttl);
                         share.ends_by = share.ends_by.min(received + ttl);
                     }
@@ -268,6 +271,7 @@ impl Holder {
                     id: lease.id,
                     current,
                     next,
+                    next_ns,
                     ends_from: sent + ttl,
                     ends_by: received + ttl,
                     starts_by: received,
@@ -786,11 +790,11 @@ fn a_share_keeps_the_object_out_of_an_overload() {
     assert_eq!(lease.billionths, 10 * BILLION);
     assert_eq!(first.moved, 9 * BILLION);
     // The object itself has nothing left to give, and says when it will: a whole interval after
-    // the share's first term (1 s) ends.
+    // the share's first term ends (1.2 s: the time a sub-bucket of 10/s takes to gain 12 tokens).
     let later = Instant::from_nanos(start + 50 * NANOS_PER_MS as u64);
     let plain = limiter.limit(KEY, one, Some(policy), later).unwrap();
     assert!(!plain.allowed);
-    assert_eq!(plain.retry_after_ms, Some(1_000.0 - 50.0 + 100.0));
+    assert_eq!(plain.retry_after_ms, Some(1_200.0 - 50.0 + 100.0));
 }
 
 /// A bucket that is full beside a live lease stays full when `setOptions` lengthens the
@@ -844,14 +848,15 @@ fn a_bucket_full_after_a_share_that_ended_stays_full_when_the_capacity_grows() {
         .lease
         .expect("the share, answered");
     assert_eq!(renewed.next, None);
-    // After the share's term the bucket refills to its one token.
-    assert_eq!(l.status(b"k", at(5_000.0)).remaining, 1.0);
+    // After the share's term (the longest, 5 s: it refills a token a second) the bucket
+    // refills to its one token.
+    assert_eq!(l.status(b"k", at(7_000.0)).remaining, 1.0);
     let seven = OptionsPatch {
         max_tokens: Some(7.0),
         refill_every_seconds: Some(7.0),
     };
-    l.set_options(seven, at(5_000.0)).unwrap();
-    assert_eq!(l.status(b"k", at(5_000.0)).remaining, 7.0);
+    l.set_options(seven, at(7_000.0)).unwrap();
+    assert_eq!(l.status(b"k", at(7_000.0)).remaining, 7.0);
 }
 
 /// `setOptions` that drops a full bucket whose leases have all ended drops the leases too:
@@ -981,4 +986,38 @@ fn a_crowded_key_records_asks_instead_of_granting_shares() {
     }
     let records = l.leases_of(KEY).iter().filter(|l| l.is_record()).count();
     assert_eq!(records, 256);
+}
+
+/// A term lasts as long as its sub-bucket takes to gain 12 tokens, from 1 s to 5 s: a share of
+/// the whole refill of a 100/s key has 1 s terms, of a 10/s key 1.2 s, of a 1/s key 5 s, and
+/// its next term lasts as long from the end of the current one.
+#[test]
+fn a_term_lasts_until_its_share_gains_twelve_tokens_from_one_to_five_seconds() {
+    for (max_tokens, seconds, term_ms) in [
+        (100.0, 0.01, 1_000.0),
+        (10.0, 0.1, 1_200.0),
+        (10.0, 1.0, 5_000.0),
+    ] {
+        let mut l = limiter(max_tokens, seconds);
+        let ask = LeaseAsk {
+            rate: 1_000.0,
+            ..LeaseAsk::default()
+        };
+        let granted = l
+            .limit_shared(KEY, cost(0.0), None, None, ask, at(0.0))
+            .unwrap();
+        let share = granted.lease.expect("a share of the whole refill");
+        assert_eq!(share.parts, rate_limiter::engine::RATE_PARTS);
+        assert_eq!(share.expires_at, at(term_ms), "{seconds}");
+        let renewal = LeaseAsk {
+            renew: Some(share.id),
+            ..ask
+        };
+        let renewed = l
+            .limit_shared(KEY, cost(0.0), None, None, renewal, at(500.0))
+            .unwrap();
+        let renewed = renewed.lease.expect("the share, renewed");
+        assert_eq!(renewed.next.map(|n| n.nanos), Some((term_ms * 1e6) as u64));
+        assert_eq!(renewed.ends_at(), at(2.0 * term_ms));
+    }
 }

@@ -125,7 +125,10 @@ export class HeldShare {
       const period = held === null ? raised.period : raised.period === null ? held : Math.min(held, raised.period);
       this.#rescale(held, period, received);
       this.current = { capacity: Math.max(this.current.capacity, raised.capacity), period };
-      if (this.next === null && lease.share.next !== null) this.next = termsOf(lease.share.next);
+      if (this.next === null && lease.share.next !== null) {
+        this.next = termsOf(lease.share.next);
+        this.termMs = lease.share.term_ms; // the next term's length
+      }
       this.endsFrom = Math.max(this.endsFrom, sent + lease.ttl_ms);
       this.endsBy = Math.min(this.endsBy, received + lease.ttl_ms);
     }

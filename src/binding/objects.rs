@@ -6,8 +6,8 @@ use js_sys::{Array, Object};
 use wasm_bindgen::prelude::*;
 
 use crate::engine::{
-    ceil_millis, share_period, AllDecision, Decision, Instant, Lease, LeaseDecision, Options,
-    Status, StoredSnapshot, LEASE_TTL_NANOS, MAX_SAFE_INTEGER, SHARE_TERM_NANOS,
+    ceil_millis, share_period, term_nanos, AllDecision, Decision, Instant, Lease, LeaseDecision,
+    Options, Status, StoredSnapshot, LEASE_TTL_NANOS, MAX_SAFE_INTEGER,
 };
 
 #[wasm_bindgen(inline_js = "
@@ -159,7 +159,10 @@ pub(crate) fn lease_decision_object(decision: &LeaseDecision, now: Instant) -> O
         lease.id as f64,
         tokens,
         ttl_ms,
-        (SHARE_TERM_NANOS / 1_000_000) as f64,
+        lease
+            .next
+            .map_or(term_nanos(options, lease.parts), |next| next.nanos) as f64
+            / 1e6,
         lease.billionths as f64 / 1e9,
         period(lease.parts),
         next,

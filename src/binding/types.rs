@@ -169,7 +169,8 @@ pub struct RateLimitShare {
     /// Nanoseconds between two tokens of its refill; `null`: no refill.
     #[tsify(type = "number | null")]
     pub refill_every_ns: Option<f64>,
-    /// Milliseconds a term lasts (a next term lasts this long from the current one's end).
+    /// Milliseconds the next term lasts from the current one's end (without one: how long a
+    /// term of the current terms would last). Longer where a share's refill is slow.
     pub term_ms: f64,
     /// The terms that follow the current one (for another term), once the share is renewed;
     /// still `null` after a renewal when the demand no longer is due a share: the share ends

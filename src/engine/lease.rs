@@ -14,10 +14,14 @@ use super::time::Instant;
 /// How long a plain lease is valid, from the call that granted it.
 pub const LEASE_TTL_NANOS: u64 = 10_000_000_000;
 
-/// How long a share's term lasts, the first and every later one: the share of an isolate that
+/// How long a share's term lasts at least (and a record's term): the share of an isolate that
 /// vanished idles for at most about two terms, and a new share is sized again on its holder's
-/// demand a term later; the price is a renewal per holder a second.
+/// demand a term later; the price is a renewal per holder a term. A share whose refill is
+/// slow has longer terms, up to [`LONGEST_TERM_NANOS`] (see [`term_nanos`](super::share::term_nanos)).
 pub const SHARE_TERM_NANOS: u64 = 1_000_000_000;
+
+/// How long a share's term lasts at most.
+pub const LONGEST_TERM_NANOS: u64 = 5_000_000_000;
 
 /// Leases a key may have at once; a call beyond it is served without a new lease, so memory
 /// stays bounded whatever callers do.
@@ -37,7 +41,7 @@ pub struct Lease {
     pub parts: u32,
     /// The end of the current term.
     pub expires_at: Instant,
-    /// The term that follows the current one, for another [`SHARE_TERM_NANOS`].
+    /// The term that follows the current one, for its own length.
     pub next: Option<Term>,
     /// The parts the holder asked for at its last grant or renewal (0: a plain lease).
     pub wanted: u32,
@@ -48,6 +52,9 @@ pub struct Lease {
 pub struct Term {
     pub billionths: u64,
     pub parts: u32,
+    /// Its length, for a next term (0 for the current one, which ends at the lease's
+    /// `expires_at`).
+    pub nanos: u64,
 }
 
 impl Lease {
@@ -85,7 +92,7 @@ impl Lease {
     /// When its last term ends: from then on it counts as fully used.
     pub fn ends_at(&self) -> Instant {
         match self.next {
-            Some(_) => self.expires_at.saturating_add(SHARE_TERM_NANOS),
+            Some(next) => self.expires_at.saturating_add(next.nanos),
             None => self.expires_at,
         }
     }
@@ -96,6 +103,7 @@ impl Lease {
             return Some(Term {
                 billionths: self.billionths,
                 parts: self.parts,
+                nanos: 0,
             });
         }
         self.next.filter(|_| at < self.ends_at())

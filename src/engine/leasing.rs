@@ -9,7 +9,7 @@ use super::leased::{LeaseAsk, Settlement};
 use super::limiter::{give_back, Limiter};
 use super::options::{Cost, Options, UNITS_PER_TOKEN};
 use super::share::{
-    allocate, billionths_of, demand, demand_of_parts, free_parts, free_units, main_period,
+    allocate_term, billionths_of, demand, demand_of_parts, free_parts, free_units, main_period,
     main_period_beside, others, out_at, overloaded, parts_cap, refills, rescale, share_due,
     term_units, wanted_parts, Demand, GRANT_FROM, RATE_PARTS, RENEW_FROM,
 };
@@ -148,15 +148,15 @@ impl Limiter {
         // Once neither the demand on the key nor its holder's own is due a share, the share
         // ends with its term: plain leases serve there.
         if renewing && share.next.is_none() && share_due(demand, RENEW_FROM) {
-            let until = share.expires_at.saturating_add(SHARE_TERM_NANOS);
-            share.next = Some(allocate(
+            share.next = Some(allocate_term(
                 &others,
-                share.wanted,
-                parts_cap(share.wanted, demand),
-                least_tokens(demand),
+                (
+                    share.wanted,
+                    parts_cap(share.wanted, demand),
+                    least_tokens(demand),
+                ),
                 &options,
                 share.expires_at,
-                until,
             ));
         }
         // (A key with leases out always has a bucket: full is its room beside them.)
@@ -216,9 +216,9 @@ impl Limiter {
         let options = view.options;
         let wanted = wanted_parts(rate, &options);
         let cap = parts_cap(wanted, demand);
-        let until = now.saturating_add(SHARE_TERM_NANOS);
         let least = least_tokens(demand);
-        let mut term = allocate(&view.live, wanted, cap, least, &options, now, until);
+        let mut term = allocate_term(&view.live, (wanted, cap, least), &options, now);
+        let until = now.saturating_add(term.nanos);
         // (An overloaded key's share without its least tokens is none, whatever a top-up moves.)
         if least > 1 && term.parts == 0 {
             return Grant {
@@ -254,7 +254,7 @@ impl Limiter {
         term.billionths = billionths_of(capacity, &options);
         let since = state.map_or(now, |b| b.last_refill());
         let before = main_period_beside(&view.live, &options, now);
-        let granted = self.leases.grant(key, term, wanted, now, SHARE_TERM_NANOS);
+        let granted = self.leases.grant(key, term, wanted, now, term.nanos);
         view.live.push(granted);
         let after = main_period_beside(&view.live, &options, now);
         let state = rescale(
@@ -300,6 +300,7 @@ impl Limiter {
         let term = Term {
             billionths: granted.saturating_mul(UNITS_PER_TOKEN / options.unit()),
             parts: 0,
+            nanos: 0,
         };
         let lease = self.leases.grant(key, term, 0, now, LEASE_TTL_NANOS);
         view.leased = view.leased.saturating_add(lease_units(&lease, &options));

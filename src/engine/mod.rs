@@ -28,14 +28,16 @@ pub use gate::{
     gate_snapshot, permit_cost, permit_id, GatePolicy, Permit, PermitAsk, PermitDecision, Released,
     DEFAULT_PERMIT_TTL_SECONDS, MAX_PERMITS_PER_KEY, MAX_PERMIT_TTL_SECONDS,
 };
-pub use lease::{Lease, Term, LEASE_TTL_NANOS, MAX_LEASES_PER_KEY, SHARE_TERM_NANOS};
+pub use lease::{
+    Lease, Term, LEASE_TTL_NANOS, LONGEST_TERM_NANOS, MAX_LEASES_PER_KEY, SHARE_TERM_NANOS,
+};
 pub use leased::{LeaseAsk, LeaseDecision, Settlement};
 pub use limiter::{Decision, Limiter};
 pub use options::{
     Cost, Options, OptionsPatch, DEFAULT_MAX_TOKENS, DEFAULT_REFILL_EVERY_SECONDS,
     MAX_SAFE_INTEGER, MAX_TOKENS_IN_BILLIONTHS, UNITS_PER_TOKEN,
 };
-pub use share::{main_period, share_period, RATE_PARTS};
+pub use share::{main_period, share_period, term_nanos, RATE_PARTS};
 pub use snapshot::{KeyedSnapshot, Snapshot, StoredSnapshot};
 pub use store::SWEEP_STEPS;
 pub use time::{ceil_millis, Instant};

@@ -8,7 +8,7 @@
 //! object together admit at most what one bucket admits.
 
 use super::bucket::{refill_every, Bucket};
-use super::lease::{Lease, Term};
+use super::lease::{Lease, Term, LONGEST_TERM_NANOS, SHARE_TERM_NANOS};
 use super::options::{Options, MAX_TOKENS_IN_BILLIONTHS, UNITS_PER_TOKEN};
 use super::time::Instant;
 
@@ -82,6 +82,21 @@ fn period_of(options: &Options, parts: u32) -> u128 {
         .interval_nanos()
         .saturating_mul(RATE_PARTS.into())
         .div_ceil(parts.into())
+}
+
+/// Tokens a share's sub-bucket gains per term at least, as far as [`LONGEST_TERM_NANOS`]
+/// allows: where its refill is slow, its holder renews less often, and an evicted holder's
+/// share idles about as many tokens as one of a fast refill does in a shortest term.
+const TOKENS_PER_TERM: u128 = 12;
+
+/// How long a term of `parts` lasts: the time its sub-bucket takes to gain
+/// [`TOKENS_PER_TERM`] tokens, from [`SHARE_TERM_NANOS`] to [`LONGEST_TERM_NANOS`].
+pub fn term_nanos(options: &Options, parts: u32) -> u64 {
+    let Some(period) = share_period(options, parts) else {
+        return SHARE_TERM_NANOS;
+    };
+    let nanos = period.saturating_mul(TOKENS_PER_TERM);
+    nanos.clamp(SHARE_TERM_NANOS.into(), LONGEST_TERM_NANOS.into()) as u64
 }
 
 /// The parts asked for by a holder that expects to need `rate` tokens per second: half as
@@ -193,6 +208,35 @@ pub fn overloaded(demand: Demand) -> bool {
     demand.all >= OVERLOADED && demand.all > demand.own
 }
 
+/// A term from `from` as [`allocate`] sizes it, for as long as [`term_nanos`] gives its
+/// parts: sized first over a shortest term, then again over its own length, so that it fits
+/// beside every other term until it ends (a term sized again is never larger, so its length
+/// is never shorter than its parts would give).
+pub fn allocate_term(
+    others: &[Lease],
+    (wanted, cap, least): (u32, u32, u64),
+    options: &Options,
+    from: Instant,
+) -> Term {
+    let shortest = from.saturating_add(SHARE_TERM_NANOS);
+    let first = allocate(others, wanted, cap, least, options, from, shortest);
+    let nanos = term_nanos(options, first.parts);
+    let term = if nanos == SHARE_TERM_NANOS {
+        first
+    } else {
+        allocate(
+            others,
+            wanted,
+            cap,
+            least,
+            options,
+            from,
+            from.saturating_add(nanos),
+        )
+    };
+    Term { nanos, ..term }
+}
+
 /// The terms of a share asked for with `wanted` parts, for a term from `from`, beside
 /// `others` (the key's other leases): its fair part of the refill by what every share wants,
 /// at most what the others leave free at every moment of the term; a capacity in proportion
@@ -241,6 +285,7 @@ pub fn allocate(
     Term {
         billionths: billionths_of(tokens.saturating_mul(unit), options),
         parts,
+        nanos: 0,
     }
 }
 

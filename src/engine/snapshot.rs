@@ -6,15 +6,17 @@
 //! leases), units (u64), last refill (u64 ns since the epoch), then with a policy its
 //! `max_tokens` and `refill_every_seconds` as f64, then the leases. Version 1 (written by
 //! earlier releases; read still): their count (1 byte) and each lease's id, billionths and
-//! expiry (u64 ns since the epoch). Version 2 (written whenever a key has leases): their count
+//! expiry (u64 ns since the epoch). Version 3 (written whenever a key has leases): their count
 //! (u16) and each lease's id, billionths, expiry, parts (u32), wanted parts (u32), and its
-//! next term: a flag byte (1 = present), billionths (u64) and parts (u32). Units count in the
+//! next term: a flag byte (1 = present), billionths (u64), parts (u32) and length (u64 ns).
+//! Version 2 (read still) is version 3 without the length: its terms lasted the shortest
+//! ([`SHARE_TERM_NANOS`]). Units count in the
 //! unit of the options the bucket had when it was saved; [`Options::new`] rebuilds a policy
 //! exactly from its two numbers.
 
 use super::bucket::{full_at, Bucket};
 use super::error::Error;
-use super::lease::{Lease, Term, MAX_LEASES_PER_KEY};
+use super::lease::{Lease, Term, LONGEST_TERM_NANOS, MAX_LEASES_PER_KEY, SHARE_TERM_NANOS};
 use super::limiter::Limiter;
 use super::options::Options;
 use super::share::refill_through_leases;
@@ -22,12 +24,14 @@ use super::time::Instant;
 
 const VERSION: u8 = 1;
 const VERSION_WITH_SHARES: u8 = 2;
+const VERSION_WITH_TERMS: u8 = 3;
 const HAS_POLICY: u8 = 1;
 const HAS_LEASES: u8 = 2;
 const PLAIN_LEN: usize = 18;
 const POLICY_LEN: usize = PLAIN_LEN + 16;
 const LEASE_LEN: usize = 24;
 const SHARE_LEN: usize = LEASE_LEN + 4 + 4 + 1 + 8 + 4;
+const TERMS_LEN: usize = SHARE_LEN + 8;
 
 /// A key's snapshot as a caller stores it (the durable class: one row per key).
 #[derive(Debug, Clone, PartialEq)]
@@ -62,7 +66,7 @@ impl Snapshot {
         let version = if self.leases.is_empty() {
             VERSION
         } else {
-            VERSION_WITH_SHARES
+            VERSION_WITH_TERMS
         };
         bytes.push(version);
         let policy_flag = if self.policy.is_some() { HAS_POLICY } else { 0 };
@@ -91,6 +95,7 @@ impl Snapshot {
                 bytes.push(u8::from(lease.next.is_some()));
                 bytes.extend_from_slice(&next.billionths.to_le_bytes());
                 bytes.extend_from_slice(&next.parts.to_le_bytes());
+                bytes.extend_from_slice(&next.nanos.to_le_bytes());
             }
         }
         bytes
@@ -108,16 +113,14 @@ impl Snapshot {
         let (Some(&version), Some(&flags)) = (bytes.first(), bytes.get(1)) else {
             return Err(unreadable());
         };
-        let shares = match version {
-            VERSION => false,
-            VERSION_WITH_SHARES if flags & HAS_LEASES != 0 => true,
+        // Version 2 wrote no term lengths: every term then lasted the shortest.
+        let (count_len, lease_len) = match version {
+            VERSION => (1, LEASE_LEN),
+            VERSION_WITH_SHARES if flags & HAS_LEASES != 0 => (2, SHARE_LEN),
+            VERSION_WITH_TERMS if flags & HAS_LEASES != 0 => (2, TERMS_LEN),
             _ => return Err(unreadable()),
         };
-        let (count_len, lease_len) = if shares {
-            (2, SHARE_LEN)
-        } else {
-            (1, LEASE_LEN)
-        };
+        let shares = version != VERSION;
         if flags & !(HAS_POLICY | HAS_LEASES) != 0 {
             return Err(unreadable());
         }
@@ -178,11 +181,18 @@ impl Snapshot {
                     1 => Some(Term {
                         billionths: u64::from_le_bytes(next),
                         parts: u32::from_le_bytes(next_parts),
+                        nanos: match word(at + 21) {
+                            Some(nanos) if lease_len == TERMS_LEN => u64::from_le_bytes(nanos),
+                            _ => SHARE_TERM_NANOS,
+                        },
                     }),
                     _ => return Err(unreadable()),
                 };
                 if lease.parts > super::RATE_PARTS
-                    || lease.next.is_some_and(|n| n.parts > super::RATE_PARTS)
+                    || lease.next.is_some_and(|n| {
+                        n.parts > super::RATE_PARTS
+                            || !(SHARE_TERM_NANOS..=LONGEST_TERM_NANOS).contains(&n.nanos)
+                    })
                 {
                     return Err(unreadable());
                 }
@@ -319,6 +329,52 @@ mod tests {
         );
     }
 
+    /// A share with a next term of its own length, as version 3 writes it.
+    fn with_a_share(next_nanos: u64) -> Snapshot {
+        let mut share = Lease::plain(7, 3_000_000_000, Instant::from_nanos(5_000_000_000));
+        share.parts = 1_000;
+        share.wanted = 3_000;
+        share.next = Some(Term {
+            billionths: 2_000_000_000,
+            parts: 900,
+            nanos: next_nanos,
+        });
+        Snapshot {
+            bucket: bucket(),
+            policy: None,
+            leases: vec![share],
+        }
+    }
+
+    #[test]
+    fn round_trips_the_length_of_a_next_term() {
+        let snapshot = with_a_share(3_250_000_000);
+        let bytes = snapshot.encode();
+        assert_eq!(bytes[0], VERSION_WITH_TERMS);
+        assert_eq!(bytes.len(), PLAIN_LEN + 2 + TERMS_LEN);
+        assert_eq!(Snapshot::decode(&bytes, "k"), Ok(snapshot));
+    }
+
+    #[test]
+    fn reads_a_version_2_snapshot_with_terms_of_the_shortest_length() {
+        // Version 2 is version 3 without each share's next term length.
+        let mut bytes = with_a_share(SHARE_TERM_NANOS).encode();
+        bytes[0] = VERSION_WITH_SHARES;
+        bytes.truncate(bytes.len() - 8);
+        assert_eq!(
+            Snapshot::decode(&bytes, "k"),
+            Ok(with_a_share(SHARE_TERM_NANOS))
+        );
+    }
+
+    #[test]
+    fn rejects_a_next_term_longer_than_the_longest() {
+        for nanos in [0, SHARE_TERM_NANOS - 1, LONGEST_TERM_NANOS + 1, u64::MAX] {
+            let bytes = with_a_share(nanos).encode();
+            assert!(Snapshot::decode(&bytes, "k").is_err(), "{nanos}");
+        }
+    }
+
     #[test]
     fn rejects_every_malformed_snapshot() {
         let good = Snapshot {
@@ -330,7 +386,7 @@ mod tests {
         let mut bad_policy = good.clone();
         bad_policy[18..26].copy_from_slice(&0.5f64.to_le_bytes());
         let mut bad_version = good.clone();
-        bad_version[0] = 3;
+        bad_version[0] = 4;
         let mut bad_flags = good.clone();
         bad_flags[1] = 3;
         let cases: [&[u8]; 7] = [

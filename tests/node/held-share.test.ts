@@ -34,6 +34,18 @@ describe('HeldShare', () => {
     share: { capacity: 7, refill_every_ns: 5_000_000, term_ms: 5_000, next: FOUR },
   });
 
+  it('runs a next term for the length its renewal named, not the length the grant named', () => {
+    // Granted at 0-50 ms for 2 s (a term of its terms would last 1 s); renewed at 300-350 ms
+    // with a next term of 3 s: the next term ends 3 s after the first, from 5,000 ms, and the
+    // holder stops spending it a margin before that earliest end (by the grant's 1 s: 2,000 ms).
+    const grant: ShareLease = { id: 7, tokens: 0, ttl_ms: 2_000, share: { ...FOUR, term_ms: 1_000, next: null } };
+    const share = new HeldShare(grant, 0, 50, MARGIN_MS);
+    share.renewed({ ...grant, ttl_ms: 1_675, share: { ...FOUR, term_ms: 3_000, next: FOUR } }, 300, 350);
+    expect(share.advance(3_999)).toBe(true);
+    expect(share.capacityAt(3_999)).toBe(4);
+    expect(share.advance(4_000)).toBe(false);
+  });
+
   it('ignores the raised terms of a top-up decided in the term it has left meanwhile', () => {
     const share = renewedShare();
     // A top-up goes out at 1,990 ms; the object decides at 1,999 ms, 1 ms before the first

@@ -21,20 +21,21 @@ describe('limitLeased with a rate: shares', () => {
     const d = server.limitLeased('k', 1, TEN, { rate: 100, want: 4 });
     expect(d.allowed).toBe(true);
     // Alone and wanting more than the whole refill: all of it, and all the capacity, so the
-    // nine tokens left no longer fit the object's bucket: they move into the share.
+    // nine tokens left no longer fit the object's bucket: they move into the share. Its term
+    // lasts as long as 12 tokens of its refill take: 1.2 s.
     expect(d.lease).toEqual({
       id: expect.any(Number),
       tokens: 9,
-      ttl_ms: 1_000,
-      share: { capacity: 10, refill_every_ns: 100_000_000, term_ms: 1_000, next: null },
+      ttl_ms: 1_200,
+      share: { capacity: 10, refill_every_ns: 100_000_000, term_ms: 1_200, next: null },
     });
     expect(d.remaining).toBe(0);
     at(500);
     const plain = server.limit('k', 6, TEN);
     expect(plain.allowed).toBe(false);
-    // Its wait assumes the share is spent in full and ends only at its term's end (1 s), then
+    // Its wait assumes the share is spent in full and ends only at its term's end (1.2 s), then
     // one refill per token missing.
-    expect(plain.retry_after_ms).toBe(500 + 6 * 100);
+    expect(plain.retry_after_ms).toBe(700 + 6 * 100);
   });
 
   it('renews a share with a next term from the end of the current one, once', () => {
@@ -46,7 +47,8 @@ describe('limitLeased with a rate: shares', () => {
     at(500);
     const renewed = server.limitLeased('k', 0, TEN, { rate: 4, renew: id }).lease!;
     expect(renewed.id).toBe(id);
-    expect(renewed.ttl_ms).toBe(500);
+    // 2 tokens a second (below) would take 6 s to bring 12: its terms last the longest, 5 s.
+    expect(renewed.ttl_ms).toBe(4_500);
     // The holder wants 1.5 x 4 tokens/s of a 10 tokens/s refill (a fifth of it, divided
     // fairly among five holders that want as much). The key is overloaded (2x its refill,
     // from more than this holder), so the share holds a third of what it wants: 2 tokens a
@@ -55,7 +57,7 @@ describe('limitLeased with a rate: shares', () => {
     expect(renewed.share).toEqual({
       capacity: 3,
       refill_every_ns: 500_000_477,
-      term_ms: 1_000,
+      term_ms: 5_000,
       next: { capacity: 3, refill_every_ns: 500_000_477 },
     });
     at(600);
@@ -124,7 +126,7 @@ describe('limitLeased with a rate: shares', () => {
     const second = new DurableRateLimiterServer(ctx, {});
     const plain = second.limit('k', 6, TEN);
     expect(plain.allowed).toBe(false);
-    expect(plain.retry_after_ms).toBe(500 + 6 * 100);
+    expect(plain.retry_after_ms).toBe(700 + 6 * 100);
   });
 });
 
