@@ -210,8 +210,8 @@ pub fn overloaded(demand: Demand) -> bool {
 
 /// A term from `from` as [`allocate`] sizes it, for as long as [`term_nanos`] gives its
 /// parts: sized first over a shortest term, then again over its own length, so that it fits
-/// beside every other term until it ends (a term sized again is never larger, so its length
-/// is never shorter than its parts would give).
+/// beside every other term until it ends. (A term sized again has no more parts than at
+/// first, so the length it keeps is at most what its parts give.)
 pub fn allocate_term(
     others: &[Lease],
     (wanted, cap, least): (u32, u32, u64),
