@@ -86,7 +86,7 @@ fn period_of(options: &Options, parts: u32) -> u128 {
 
 /// Tokens a share's sub-bucket gains per term at least, as far as [`LONGEST_TERM_NANOS`]
 /// allows: where its refill is slow, its holder renews less often, and an evicted holder's
-/// share idles about as many tokens as one of a fast refill does in a shortest term.
+/// share idles at most about two terms' worth of them.
 const TOKENS_PER_TERM: u128 = 12;
 
 /// How long a term of `parts` lasts: the time its sub-bucket takes to gain
