@@ -50,7 +50,8 @@ export function sharedNow(entry, cost, policy, clock) {
   if (!(whole && share.take(cost, now))) {
     if (now < entry.deniedUntil && cost > 0) return heldDenial(entry, now);
     // (A token the object reported as coming has come by now.)
-    const noRoom = last === null || (last.remaining < cost && now < entry.lastAt + last.reset_in_ms);
+    const noRoom =
+      last === null || (last.remaining < cost && (now < entry.lastAt + last.reset_in_ms || now < entry.topUpAfter));
     if (!(whole && cost > 0 && (noRoom || entry.leasing))) return null;
     allowed = false;
   }

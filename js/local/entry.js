@@ -41,6 +41,9 @@ export class Entry {
   demandSince = null;
   reportedRate = 0;
   noShareUntil = 0;
+  // The top-up hold: no top-up before `topUpAfter` unless the last answer had room (demand.js, backOffTopUps).
+  topUpAfter = 0;
+  topUpHold = 0;
   // A call that settles or takes a lease is in flight (no request may await another request's I/O).
   leasing = false;
 }

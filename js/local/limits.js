@@ -3,7 +3,7 @@
 // in the bucket until settled, or fully used at expiry, so the bound stays the bucket's.
 
 import { deniedInFlight, localAnswer, overBound, sharedNow } from './answers.js';
-import { BUSY_MS, leaseWouldIdle, reportedRate, restartDemand, scarce, worthAShare } from './demand.js';
+import { backOffTopUps, BUSY_MS, leaseWouldIdle, reportedRate, restartDemand, scarce, worthAShare } from './demand.js';
 import {
   aboveCapacity, BILLION, bucketOf, Entry, entryName, leaseOf, leasing, NONE, noteDenial, remember, settleAll,
   settleInCall,
@@ -283,6 +283,7 @@ export class LocalLimits {
     const { lease: granted, ...answered } = await this.#leaseCall(stub, key, cost, policy, request, others, waitUntil);
     const received = this.#clock();
     const decision = remember(entry, answered, received, this.#maxHoldMs, true);
+    if (share !== null && cost > 0) backOffTopUps(entry, answered, received);
     if (granted?.share !== undefined) {
       if (share === null) entry.share = new HeldShare(granted, sent, received, this.#marginMs);
       else if (entry.share === share && share.id === granted.id) share.renewed(granted, sent, received, cost === 0);

@@ -494,6 +494,41 @@ describe('LocalLimits with shares', () => {
     for (const rate of rates) expect(rate).toBeGreaterThanOrEqual(180);
   });
 
+  it('holds its top-ups after a denied one: twice as long each time, up to 10 s, whatever its renewals', async () => {
+    const server = new RateLimiterServer({} as Ctx, {});
+    const topUps: { who: number; ms: number; allowed: boolean }[] = [];
+    const stubOf = (who: number) => ({
+      limit: async (key: string, cost?: number, policy?: RateLimiterOptions) => server.limit(key, cost, policy),
+      limitLeased: async (key: string, cost?: number, policy?: RateLimiterOptions, lease?: RateLimitLeaseRequest) => {
+        const answer = server.limitLeased(key, cost, policy, lease);
+        if (lease?.renew !== undefined && cost !== 0) topUps.push({ who, ms: Date.now() - T0, allowed: answer.allowed });
+        return answer;
+      },
+      settle: async (key: string, settlement: { id: number; used: number }) => server.settle(key, settlement),
+    });
+    // Four isolates at 25 requests a second each on a bucket of 40 that refills 16 a second.
+    const policy: RateLimiterOptions = { max_tokens: 40, refill_every_seconds: 0.0625 };
+    const isolates = [0, 1, 2, 3].map((who) => ({ local: new LocalLimits({ clock: () => Date.now(), shares: true }), owner: {}, stub: stubOf(who) }));
+    const background: Promise<unknown>[] = [];
+    let admitted = 0;
+    for (let ms = 0; ms < 60_000; ms += 10) {
+      at(ms);
+      const { local, owner, stub } = isolates[(ms / 10) % 4];
+      if ((await local.limit(owner, 'o', stub, 'k', 1, policy, (promise) => background.push(promise))).allowed) admitted += 1;
+      await Promise.all(background.splice(0));
+    }
+    // The shares hold the whole refill: top-ups are denied but for a few tokens between terms.
+    // Once denied, each holder asks again after the wait the object named, then twice as
+    // long each time: in the last 30 s, fewer than 6 each (holders that top up once a term, as
+    // their renewals would allow, make about 40 in all).
+    expect(topUps.filter((t) => !t.allowed).length).toBeGreaterThan(topUps.length / 2);
+    expect(topUps.filter((t) => t.ms >= 30_000).length).toBeLessThanOrEqual(24);
+    // And nothing is lost: the bucket's bound, all but a few tokens of it admitted.
+    const bound = 40 + 60 * 16;
+    expect(admitted).toBeLessThanOrEqual(bound);
+    expect(admitted).toBeGreaterThanOrEqual(0.97 * bound);
+  });
+
   it('renews in the background: the request that starts it is answered without waiting', async () => {
     const server = new RateLimiterServer({} as Ctx, {});
     const { ask, calls, background } = isolate(server);
