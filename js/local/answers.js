@@ -49,7 +49,7 @@ export function sharedNow(entry, cost, policy, clock) {
   let allowed = true;
   if (!(whole && share.take(cost, now))) {
     if (now < entry.deniedUntil && cost > 0) return heldDenial(entry, now);
-    // (A token the object reported as coming has come by now.)
+    // (A token the object reported as coming has come by now, and no top-up hold runs.)
     const noRoom =
       last === null || (last.remaining < cost && (now < entry.lastAt + last.reset_in_ms || now < entry.topUpAfter));
     if (!(whole && cost > 0 && (noRoom || entry.leasing))) return null;

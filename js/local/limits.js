@@ -8,7 +8,7 @@ import {
   aboveCapacity, BILLION, bucketOf, Entry, entryName, leaseOf, leasing, NONE, noteDenial, remember, settleAll,
   settleInCall,
 } from './entry.js';
-import { inBackground } from './renewal.js';
+import { inBackground, topUpRenews } from './renewal.js';
 import { HeldShare } from './share.js';
 
 // Entries kept at most: the oldest idle ones go first (a lease dropped here just expires).
@@ -270,9 +270,11 @@ export class LocalLimits {
     const rate = reportedRate(entry, sent);
     // A top-up asks for twice the last one while the share keeps running out between calls.
     entry.want = cost === 0 ? entry.want : Math.min(this.#maxLease, Math.max(1, cost, entry.want * 2));
-    // A renewal or an ask for a share reports the demand; a top-up only asks for tokens.
+    // A renewal or an ask for a share reports the demand; a top-up only asks for tokens, unless
+    // it renews the share too.
     const request = cost === 0 ? {} : { want: entry.want };
-    if (share === null || cost === 0) {
+    const renewing = share !== null && (cost === 0 || topUpRenews(entry, share, policy, sent));
+    if (share === null || renewing) {
       request.rate = Math.max(rate, Number.MIN_VALUE);
       entry.reportedRate = rate;
       restartDemand(entry, sent);
@@ -286,7 +288,7 @@ export class LocalLimits {
     if (share !== null && cost > 0) backOffTopUps(entry, answered, received);
     if (granted?.share !== undefined) {
       if (share === null) entry.share = new HeldShare(granted, sent, received, this.#marginMs);
-      else if (entry.share === share && share.id === granted.id) share.renewed(granted, sent, received, cost === 0);
+      else if (entry.share === share && share.id === granted.id) share.renewed(granted, sent, received, renewing);
     } else if (share === null && granted !== null && granted.tokens > 0) {
       entry.lease = leaseOf(granted, sent, this.#marginMs);
     } else if (share === null && granted !== null) {

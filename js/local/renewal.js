@@ -1,5 +1,6 @@
 // Renewal ahead of time (docs/SPEC.md, 10.5 and 11.9): when a local answer starts one, and how it runs: in
-// the background, awaited by no request. The calls themselves are LocalLimits' (limits.js, #renew).
+// the background, awaited by no request; and when a share's top-up renews it instead. The calls
+// themselves are LocalLimits' (limits.js, #renew and #shareCall).
 
 import { BUSY_MS, KEEP_SHARE, underPressure, worthAShare } from './demand.js';
 import { leasing } from './entry.js';
@@ -20,6 +21,11 @@ export function leaseRenewalDue(entry, lease, now) {
 /** Whether the answer by `share` at `now` starts its renewal (the bucket low, the demand worth a share). */
 export function shareRenewalDue(entry, share, policy, now) {
   return !entry.leasing && share.dueAt(now) && underPressure(entry) && worthAShare(entry, policy, now, KEEP_SHARE);
+}
+
+/** Whether a top-up of `share` at `now` renews it too, sparing the renewal ahead (docs/SPEC.md, 11.9). */
+export function topUpRenews(entry, share, policy, now) {
+  return share.renewsAt(now) && underPressure(entry) && worthAShare(entry, policy, now, KEEP_SHARE);
 }
 
 /** `call()` as the one call in flight on `entry`, in the background: its failure is nobody's. */

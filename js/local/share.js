@@ -137,6 +137,11 @@ export class HeldShare {
     this.add(lease.tokens, received);
   }
 
+  /** Whether a top-up at `t` may renew too: no next term yet, and past the middle of the current term. */
+  renewsAt(t) {
+    return !this.last && this.next === null && t >= this.endsFrom - this.marginMs - this.currentMs / 2;
+  }
+
   /** Whether to renew at `t`: no next term yet, and the stop RENEW_LEAD_MS (or half the term) away. */
   dueAt(t) {
     // Late: a next term is held idle by a holder evicted meanwhile until it ends.

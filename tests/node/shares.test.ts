@@ -529,6 +529,51 @@ describe('LocalLimits with shares', () => {
     expect(admitted).toBeGreaterThanOrEqual(0.97 * bound);
   });
 
+  it('a top-up past the middle of its term reports the demand and renews: no renewal of its own follows', async () => {
+    const server = new RateLimiterServer({} as Ctx, {});
+    type Call = { id: number; ms: number; topUp: boolean; renews: boolean; next: boolean; ttl: number };
+    const calls: Call[] = [];
+    const stub = {
+      limit: async (key: string, cost?: number, policy?: RateLimiterOptions) => server.limit(key, cost, policy),
+      limitLeased: async (key: string, cost?: number, policy?: RateLimiterOptions, lease?: RateLimitLeaseRequest) => {
+        const answer = server.limitLeased(key, cost, policy, lease);
+        if (lease?.renew !== undefined) {
+          const share = answer.lease?.share;
+          calls.push({
+            id: lease.renew,
+            ms: Date.now() - T0,
+            topUp: cost !== 0,
+            renews: lease.rate !== undefined,
+            next: share?.next != null,
+            ttl: answer.lease?.ttl_ms ?? 0,
+          });
+        }
+        return answer;
+      },
+      settle: async (key: string, settlement: { id: number; used: number }) => server.settle(key, settlement),
+    };
+    // As above: four isolates at 25 requests a second each on a bucket that refills 16 a second.
+    const policy: RateLimiterOptions = { max_tokens: 40, refill_every_seconds: 0.0625 };
+    const isolates = [0, 1, 2, 3].map(() => ({ local: new LocalLimits({ clock: () => Date.now(), shares: true }), owner: {} }));
+    const background: Promise<unknown>[] = [];
+    for (let ms = 0; ms < 60_000; ms += 10) {
+      at(ms);
+      const { local, owner } = isolates[(ms / 10) % 4];
+      await local.limit(owner, 'o', stub, 'k', 1, policy, (promise) => background.push(promise));
+      await Promise.all(background.splice(0));
+    }
+    const renewingTopUps = calls.filter((c) => c.topUp && c.renews && c.next);
+    expect(renewingTopUps.length).toBeGreaterThan(0);
+    // The next term it got starts when the current one ends (`ttl_ms` from then): until then
+    // its share is not renewed again, neither in the background nor by another top-up.
+    for (const t of renewingTopUps) {
+      const again = calls.filter((c) => c.id === t.id && c.renews && c.ms > t.ms && c.ms < t.ms + t.ttl);
+      expect(again).toEqual([]);
+    }
+    // Top-ups before the middle of a term ask for tokens only.
+    expect(calls.some((c) => c.topUp && !c.renews)).toBe(true);
+  });
+
   it('renews in the background: the request that starts it is answered without waiting', async () => {
     const server = new RateLimiterServer({} as Ctx, {});
     const { ask, calls, background } = isolate(server);
