@@ -88,17 +88,3 @@ export function underPressure(entry) {
   const last = entry.last;
   return last !== null && (!last.allowed || last.remaining < last.limit * PRESSURE);
 }
-
-// The longest a top-up hold lasts (ms).
-const MAX_TOP_UP_HOLD_MS = 10_000;
-
-/**
- * After a top-up answered at `now` (docs/SPEC.md, 11.9): denied, the next waits its `retry_after_ms`, or
- * twice the last hold if longer; allowed, the hold halves. Renewals leave it: their being allowed says
- * nothing of room in the main bucket.
- */
-export function backOffTopUps(entry, { allowed, retry_after_ms: retry }, now) {
-  const doubled = Math.max(retry ?? 0, 2 * entry.topUpHold);
-  entry.topUpHold = allowed ? entry.topUpHold / 2 : Math.min(MAX_TOP_UP_HOLD_MS, doubled);
-  entry.topUpAfter = now + entry.topUpHold;
-}

@@ -6,7 +6,7 @@ export const BILLION = 1e9;
 
 export const NONE = Object.freeze([]);
 
-// The longest a denial of this isolate's own lease call is held (Entry.hold).
+// The longest a denial of this isolate's own lease call, or a top-up hold, lasts (Entry.hold, Entry.topUpHold).
 const MAX_HOLD_MS = 10_000;
 
 /** One bucket as this isolate sees it; times are this isolate's clock (ms). */
@@ -41,7 +41,7 @@ export class Entry {
   demandSince = null;
   reportedRate = 0;
   noShareUntil = 0;
-  // The top-up hold: no top-up before `topUpAfter` unless the last answer had room (demand.js, backOffTopUps).
+  // The top-up hold: no top-up before `topUpAfter` unless the last answer had room (backOffTopUps).
   topUpAfter = 0;
   topUpHold = 0;
   // A call that settles or takes a lease is in flight (no request may await another request's I/O).
@@ -71,6 +71,17 @@ export function remember(entry, decision, now, maxHoldMs, own = false) {
   }
   if (decision.allowed && own) entry.hold = entry.hold < 1 ? 0 : entry.hold / 2;
   return decision;
+}
+
+/**
+ * After a top-up answered at `now` (docs/SPEC.md, 11.9): denied, the next waits its `retry_after_ms`, or
+ * twice the last hold if longer; allowed, the hold halves. Renewals leave it: their being allowed says
+ * nothing of room in the main bucket.
+ */
+export function backOffTopUps(entry, { allowed, retry_after_ms: retry }, now) {
+  const doubled = Math.max(retry ?? 0, 2 * entry.topUpHold);
+  entry.topUpHold = allowed ? entry.topUpHold / 2 : Math.min(MAX_HOLD_MS, doubled);
+  entry.topUpAfter = now + entry.topUpHold;
 }
 
 /** `call()` as the one call in flight that settles or takes a lease or share on `entry`. */

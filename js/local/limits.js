@@ -3,10 +3,10 @@
 // in the bucket until settled, or fully used at expiry, so the bound stays the bucket's.
 
 import { deniedInFlight, localAnswer, overBound, sharedNow } from './answers.js';
-import { backOffTopUps, BUSY_MS, leaseWouldIdle, reportedRate, restartDemand, scarce, worthAShare } from './demand.js';
+import { BUSY_MS, leaseWouldIdle, reportedRate, restartDemand, scarce, worthAShare } from './demand.js';
 import {
-  aboveCapacity, BILLION, bucketOf, Entry, entryName, leaseOf, leasing, NONE, noteDenial, remember, settleAll,
-  settleInCall,
+  aboveCapacity, backOffTopUps, BILLION, bucketOf, Entry, entryName, leaseOf, leasing, NONE, noteDenial, remember,
+  settleAll, settleInCall,
 } from './entry.js';
 import { inBackground, topUpRenews } from './renewal.js';
 import { HeldShare } from './share.js';
