@@ -18,14 +18,19 @@ export function leaseRenewalDue(entry, lease, now) {
   );
 }
 
-/** Whether the answer by `share` at `now` starts its renewal (the bucket low, the demand worth a share). */
+/** Whether the answer by `share` at `now` starts its renewal. */
 export function shareRenewalDue(entry, share, policy, now) {
-  return !entry.leasing && share.dueAt(now) && underPressure(entry) && worthAShare(entry, policy, now, KEEP_SHARE);
+  return !entry.leasing && share.dueAt(now) && worthKeeping(entry, policy, now);
 }
 
 /** Whether a top-up of `share` at `now` renews it too, sparing the renewal ahead (docs/SPEC.md, 11.9). */
 export function topUpRenews(entry, share, policy, now) {
-  return share.renewsAt(now) && underPressure(entry) && worthAShare(entry, policy, now, KEEP_SHARE);
+  return share.renewsAt(now) && worthKeeping(entry, policy, now);
+}
+
+// Whether a share held on `entry` is worth another term: the bucket low, the demand at least KEEP_SHARE of a share's.
+function worthKeeping(entry, policy, now) {
+  return underPressure(entry) && worthAShare(entry, policy, now, KEEP_SHARE);
 }
 
 /** `call()` as the one call in flight on `entry`, in the background: its failure is nobody's. */
