@@ -200,6 +200,13 @@ impl Store {
             .map(|&i| i as usize)
     }
 
+    /// [`position`](Self::position) off the hot path: one copy of the lookup shared by
+    /// every such caller instead of one inlined into each.
+    #[inline(never)]
+    pub fn find(&self, key: &[u8]) -> Option<usize> {
+        self.position(key)
+    }
+
     /// Every stored key with its bucket and its own policy, if it has one.
     pub fn entries(&self) -> impl Iterator<Item = (&[u8], Bucket, Option<Options>)> {
         self.slots
