@@ -1,11 +1,13 @@
 //! Lists of records by key, for the keys that have some: a dense list of keys indexed by a
-//! hash table of positions (the bucket store's table type, so the binary carries its code
-//! once). Leases and permits both live in one.
+//! hash table of positions (the bucket store's table type and growth callback, so the
+//! binary carries its code once). Leases, permits and blocks each live in one.
 
 use core::hash::BuildHasher;
 
 use foldhash::fast::FixedState;
 use hashbrown::HashTable;
+
+use super::store::Rehash;
 
 #[derive(Clone)]
 pub struct Keyed<T> {
@@ -37,8 +39,8 @@ impl Keys {
     fn push(&mut self, key: &[u8]) {
         let (keys, hasher) = (&self.keys, &self.hasher);
         let hash = hasher.hash_one(key);
-        self.index
-            .insert_unique(hash, keys.len() as u32, |&i| rehash(keys, hasher, i));
+        let rehash: Rehash = &|&i| rehash(keys, hasher, i);
+        self.index.insert_unique(hash, keys.len() as u32, rehash);
         self.keys.push(key.into());
     }
 

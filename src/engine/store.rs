@@ -262,7 +262,8 @@ impl Store {
         let hash = self.hash(key);
         let (slots, hasher) = (&self.slots, &self.hasher);
         let table = shard(hash, self.index.len());
-        self.index[table].insert_unique(hash, position, |i| rehash(slots, hasher, i));
+        let rehash: Rehash = &|i| rehash(slots, hasher, i);
+        self.index[table].insert_unique(hash, position, rehash);
         let policy = self.policies.intern(policy, &self.hasher);
         self.slots.push(Slot {
             key: Key::new(key),
@@ -338,8 +339,8 @@ impl Store {
         let (slots, hasher) = (&self.slots, &self.hasher);
         for (position, slot) in slots.iter().enumerate() {
             let hash = hasher.hash_one(slot.key.as_bytes());
-            self.index[shard(hash, tables)]
-                .insert_unique(hash, position as u32, |i| rehash(slots, hasher, i));
+            let rehash: Rehash = &|i| rehash(slots, hasher, i);
+            self.index[shard(hash, tables)].insert_unique(hash, position as u32, rehash);
         }
     }
 
@@ -362,6 +363,10 @@ impl Store {
         }
     }
 }
+
+/// How every index table (here and in [`Keyed`](super::keyed::Keyed)) finds the hash of an
+/// entry when it grows: one type, so the binary carries hashbrown's growth code once.
+pub type Rehash<'a> = &'a dyn Fn(&u32) -> u64;
 
 /// The hash of the key at `position`, for an index table that grows.
 fn rehash(slots: &Slots, hasher: &FixedState, position: &u32) -> u64 {
@@ -415,9 +420,8 @@ impl Policies {
             }
         };
         let entries = &self.entries;
-        self.lookup.insert_unique(hash, id, |&id| {
-            policy_hash(&entries[id as usize - 1].0, hasher)
-        });
+        let rehash: Rehash = &|&id| policy_hash(&entries[id as usize - 1].0, hasher);
+        self.lookup.insert_unique(hash, id, rehash);
         id
     }
 
