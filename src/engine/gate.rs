@@ -199,8 +199,7 @@ impl Gates {
         policy: GatePolicy,
         now: Instant,
     ) -> PermitDecision {
-        self.sweep(now);
-        self.keys.retain(key, |p| p.live(now));
+        self.drop_expired(key, now);
         let live = self.keys.of(key);
         let in_flight = cost_of(live);
         let limit = policy.max_in_flight;
@@ -223,8 +222,7 @@ impl Gates {
     /// Ends the live permit `id` of `key`; anything else (released already, expired, never
     /// granted) changes nothing and says so.
     pub fn release(&mut self, key: &[u8], id: u64, now: Instant) -> Released {
-        self.sweep(now);
-        self.keys.retain(key, |p| p.live(now));
+        self.drop_expired(key, now);
         let released = self.keys.take(key, |p| p.id == id).is_some();
         Released {
             released,
@@ -250,6 +248,14 @@ impl Gates {
         self.keys.forget(key);
         let live: Vec<Permit> = permits.iter().copied().filter(|p| p.live(now)).collect();
         self.keys.add(key, &live);
+    }
+
+    /// Sweeps, then drops the expired permits of `key`: one copy for `would_admit` and
+    /// `release`, not one inlined into each.
+    #[inline(never)]
+    fn drop_expired(&mut self, key: &[u8], now: Instant) {
+        self.sweep(now);
+        self.keys.retain(key, |p| p.live(now));
     }
 
     /// Drops the expired permits of the next few gates, round-robin.
