@@ -7,7 +7,7 @@ use core::hash::BuildHasher;
 use foldhash::fast::FixedState;
 use hashbrown::HashTable;
 
-use super::store::Rehash;
+use super::store::{reindex, unindex, Rehash};
 
 #[derive(Clone)]
 pub struct Keyed<T> {
@@ -49,15 +49,11 @@ impl Keys {
         let Some(removed) = self.keys.get(at).map(|k| self.hasher.hash_one(&**k)) else {
             return;
         };
-        if let Ok(entry) = self.index.find_entry(removed, |&i| i as usize == at) {
-            entry.remove();
-        }
+        unindex(&mut self.index, removed, at as u32);
         let last = self.keys.len() - 1;
         if at != last {
             if let Some(moved) = self.keys.get(last).map(|k| self.hasher.hash_one(&**k)) {
-                if let Some(slot) = self.index.find_mut(moved, |&i| i as usize == last) {
-                    *slot = at as u32;
-                }
+                reindex(&mut self.index, moved, last as u32, at as u32);
             }
         }
         self.keys.swap_remove(at);

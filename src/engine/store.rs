@@ -287,16 +287,12 @@ impl Store {
             return;
         };
         let table = shard(removed, self.index.len());
-        if let Ok(entry) = self.index[table].find_entry(removed, |&i| i as usize == position) {
-            entry.remove();
-        }
+        unindex(&mut self.index[table], removed, position as u32);
         let last = self.slots.len - 1;
         if position != last {
             if let Some(moved) = self.slots.get(last).map(|s| self.hash(s.key.as_bytes())) {
                 let table = shard(moved, self.index.len());
-                if let Some(i) = self.index[table].find_mut(moved, |&i| i as usize == last) {
-                    *i = position as u32;
-                }
+                reindex(&mut self.index[table], moved, last as u32, position as u32);
             }
         }
         if let Some(slot) = self.slots.swap_remove(position) {
@@ -368,6 +364,23 @@ impl Store {
 /// entry when it grows: one type, so the binary carries hashbrown's growth code once.
 pub type Rehash<'a> = &'a dyn Fn(&u32) -> u64;
 
+/// Removes `value`, stored under `hash`, from an index table. Shared by every table (not
+/// inlined), like [`reindex`].
+#[inline(never)]
+pub fn unindex(table: &mut HashTable<u32>, hash: u64, value: u32) {
+    if let Ok(entry) = table.find_entry(hash, |&v| v == value) {
+        entry.remove();
+    }
+}
+
+/// Changes `from`, stored under `hash`, into `to` in an index table.
+#[inline(never)]
+pub fn reindex(table: &mut HashTable<u32>, hash: u64, from: u32, to: u32) {
+    if let Some(v) = table.find_mut(hash, |&v| v == from) {
+        *v = to;
+    }
+}
+
 /// The hash of the key at `position`, for an index table that grows.
 fn rehash(slots: &Slots, hasher: &FixedState, position: &u32) -> u64 {
     slots
@@ -438,9 +451,7 @@ impl Policies {
             return;
         }
         let hash = policy_hash(&entry.0, hasher);
-        if let Ok(found) = self.lookup.find_entry(hash, |&other| other == id) {
-            found.remove();
-        }
+        unindex(&mut self.lookup, hash, id);
         self.free.push(id);
     }
 }
