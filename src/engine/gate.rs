@@ -255,7 +255,7 @@ impl Gates {
     #[inline(never)]
     fn drop_expired(&mut self, key: &[u8], now: Instant) {
         self.sweep(now);
-        self.keys.retain(key, |p| p.live(now));
+        self.keys.retain(key, live_at(now));
     }
 
     /// Drops the expired permits of the next few gates, round-robin.
@@ -266,11 +266,17 @@ impl Gates {
             }
             let at = self.sweep_at % self.keys.len();
             // A gate left empty is removed and the last one moves to `at`: look there again.
-            if !self.keys.retain_at(at, |p| p.live(now)) {
+            if !self.keys.retain_at(at, live_at(now)) {
                 self.sweep_at = at + 1;
             }
         }
     }
+}
+
+/// Whether a permit is live at `now`: one closure type for every retain, so the binary
+/// carries one copy of it.
+fn live_at(now: Instant) -> impl FnMut(&mut Permit) -> bool {
+    move |p| p.live(now)
 }
 
 fn cost_of(permits: &[Permit]) -> u64 {
