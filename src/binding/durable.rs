@@ -8,6 +8,7 @@ use wasm_bindgen::prelude::*;
 use super::errors::snapshot_field;
 use super::key::{decode_key, encode_key};
 use super::objects::{keyed_snapshot_object, snapshot_object};
+use super::read::OwnedRequest;
 use super::RateLimiter;
 use crate::engine::{decimal, join, Instant};
 
@@ -73,17 +74,19 @@ impl RateLimiter {
 
 impl RateLimiter {
     /// The loader of `limitAll`: `load(key, held)` for each key, in order; restores the
-    /// snapshot bytes it returns (ignored where memory holds the key).
-    pub(super) fn load_each<'k>(
+    /// snapshot bytes it returns (ignored where memory holds the key). One copy for
+    /// `limitAll` and `limitAllWithPermit`, not one inlined into each.
+    #[inline(never)]
+    pub(super) fn load_each(
         &mut self,
         load: &JsValue,
-        keys: impl Iterator<Item = &'k [u8]>,
+        requests: &[OwnedRequest],
         now: Instant,
     ) -> Result<(), JsValue> {
         let Some(load) = load.dyn_ref::<Function>() else {
             return Ok(());
         };
-        for (i, key) in keys.enumerate() {
+        for (i, key) in requests.iter().map(|r| r.key.as_slice()).enumerate() {
             let held = JsValue::from_bool(self.engine.holds(key));
             let bytes = load.call2(&JsValue::UNDEFINED, &decode_key(key), &held)?;
             if let Some(bytes) = bytes.dyn_ref::<ArrayBuffer>() {

@@ -113,7 +113,7 @@ impl RateLimiter {
         let requests = read_requests(requests)?;
         let ask = read_permit_request(permit, "permit")?;
         let now = Instant::from_millis(now_ms);
-        self.load_each(load, requests.iter().map(|r| r.key.as_slice()), now)?;
+        self.load_each(load, &requests, now)?;
         if let Some(load_gate) = load_gate.dyn_ref::<Function>() {
             let bytes = load_gate.call1(&JsValue::UNDEFINED, &decode_key(&ask.key))?;
             let bytes = bytes

@@ -289,7 +289,7 @@ impl RateLimiter {
     ) -> Result<Ts<RateLimitAllDecision>, JsValue> {
         let requests = read_requests(requests)?;
         let now = Instant::from_millis(now_ms);
-        self.load_each(load, requests.iter().map(|r| r.key.as_slice()), now)?;
+        self.load_each(load, &requests, now)?;
         let borrowed: Vec<Request<'_>> = requests.iter().map(|r| r.borrowed()).collect();
         let decision = self.engine.limit_all(&borrowed, now)?;
         Ok(Ts::new_unchecked(all_decision_object(&decision).into()))

@@ -6,8 +6,8 @@ use js_sys::{Array, Object};
 use wasm_bindgen::prelude::*;
 
 use crate::engine::{
-    ceil_millis, share_period, term_nanos, AllDecision, Decision, Instant, Lease, LeaseDecision,
-    Options, Status, StoredSnapshot, LEASE_TTL_NANOS, MAX_SAFE_INTEGER,
+    ceil_millis, div_ceil_small, share_period, term_nanos, AllDecision, Decision, Instant, Lease,
+    LeaseDecision, Options, Status, StoredSnapshot, LEASE_TTL_NANOS, MAX_SAFE_INTEGER,
 };
 
 #[wasm_bindgen(inline_js = "
@@ -197,6 +197,6 @@ pub(crate) fn keyed_snapshot_object(key: &JsValue, snapshot: &StoredSnapshot) ->
 /// A moment in nanoseconds as whole milliseconds, rounded up and capped at 2^53 - 1 (a
 /// bucket that never refills is full "never").
 fn full_at_ms(nanos: u128) -> f64 {
-    let ms = nanos.div_ceil(1_000_000);
+    let ms = div_ceil_small(nanos, 1_000_000);
     ms.min(MAX_SAFE_INTEGER as u128) as f64
 }

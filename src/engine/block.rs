@@ -58,8 +58,7 @@ impl Blocks {
         self.sweep(now);
         // One lookup: a key not blocked, or blocked until later, changes nothing.
         let at = self.keys.position(key)?;
-        if self.keys.at(at).iter().any(|end| *end <= now)
-            && self.keys.retain_at(at, |end| *end > now)
+        if self.keys.at(at).iter().any(|end| *end <= now) && self.keys.retain_at(at, in_force(now))
         {
             return None;
         }
@@ -82,11 +81,17 @@ impl Blocks {
                 return;
             }
             let at = self.sweep_at % self.keys.len();
-            if !self.keys.retain_at(at, |end| *end > now) {
+            if !self.keys.retain_at(at, in_force(now)) {
                 self.sweep_at = at + 1;
             }
         }
     }
+}
+
+/// Whether a block ending at `end` is in force at `now`: one closure type for every
+/// retain, so the binary carries one copy of it.
+fn in_force(now: Instant) -> impl FnMut(&mut Instant) -> bool {
+    move |end| *end > now
 }
 
 impl Limiter {

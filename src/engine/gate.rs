@@ -199,8 +199,7 @@ impl Gates {
         policy: GatePolicy,
         now: Instant,
     ) -> PermitDecision {
-        self.sweep(now);
-        self.keys.retain(key, |p| p.live(now));
+        self.drop_expired(key, now);
         let live = self.keys.of(key);
         let in_flight = cost_of(live);
         let limit = policy.max_in_flight;
@@ -223,8 +222,7 @@ impl Gates {
     /// Ends the live permit `id` of `key`; anything else (released already, expired, never
     /// granted) changes nothing and says so.
     pub fn release(&mut self, key: &[u8], id: u64, now: Instant) -> Released {
-        self.sweep(now);
-        self.keys.retain(key, |p| p.live(now));
+        self.drop_expired(key, now);
         let released = self.keys.take(key, |p| p.id == id).is_some();
         Released {
             released,
@@ -252,6 +250,14 @@ impl Gates {
         self.keys.add(key, &live);
     }
 
+    /// Sweeps, then drops the expired permits of `key`: one copy for `would_admit` and
+    /// `release`, not one inlined into each.
+    #[inline(never)]
+    fn drop_expired(&mut self, key: &[u8], now: Instant) {
+        self.sweep(now);
+        self.keys.retain(key, live_at(now));
+    }
+
     /// Drops the expired permits of the next few gates, round-robin.
     fn sweep(&mut self, now: Instant) {
         for _ in 0..SWEEP_GATES {
@@ -260,11 +266,17 @@ impl Gates {
             }
             let at = self.sweep_at % self.keys.len();
             // A gate left empty is removed and the last one moves to `at`: look there again.
-            if !self.keys.retain_at(at, |p| p.live(now)) {
+            if !self.keys.retain_at(at, live_at(now)) {
                 self.sweep_at = at + 1;
             }
         }
     }
+}
+
+/// Whether a permit is live at `now`: one closure type for every retain, so the binary
+/// carries one copy of it.
+fn live_at(now: Instant) -> impl FnMut(&mut Permit) -> bool {
+    move |p| p.live(now)
 }
 
 fn cost_of(permits: &[Permit]) -> u64 {

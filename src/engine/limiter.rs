@@ -14,6 +14,7 @@ use super::share::{out_at, refill_through_leases, wait_through_leases};
 use super::store::Store;
 use super::time::{ceil_millis, Instant};
 use super::view::View;
+use super::wide::{div_ceil_small, div_rem_small};
 
 /// A token-bucket rate limiter over byte-string keys. Time is an argument of every call.
 #[derive(Clone)]
@@ -160,7 +161,7 @@ impl Limiter {
 
     /// Forgets the bucket of `key`, its policy and its leases: it is full at its next access.
     pub fn reset(&mut self, key: &[u8]) {
-        if let Some(at) = self.store.position(key) {
+        if let Some(at) = self.store.find(key) {
             self.store.remove(at);
         }
         self.leases.forget(key);
@@ -258,7 +259,7 @@ impl Limiter {
 
     /// Whether `key` has a bucket in memory.
     pub fn holds(&self, key: &[u8]) -> bool {
-        self.store.position(key).is_some()
+        self.store.find(key).is_some()
     }
 
     pub(super) fn resolve(&self, policy: Option<OptionsPatch>) -> Result<Option<Options>, Error> {
@@ -385,7 +386,7 @@ pub(super) fn give_back(
     options: &Options,
 ) -> Option<Bucket> {
     let bucket = bucket?;
-    let back = u64::try_from(billionths / u128::from(UNITS_PER_TOKEN / options.unit()))
+    let back = u64::try_from(div_rem_small(billionths, UNITS_PER_TOKEN / options.unit()).0)
         .unwrap_or(u64::MAX);
     let room = options.capacity_units().saturating_sub(leased);
     let units = bucket.units().saturating_add(back).min(room);
@@ -398,7 +399,7 @@ fn whole_millis(nanos: u128) -> u128 {
     // In 64 bits when it fits, as `ceil_millis`.
     match u64::try_from(nanos) {
         Ok(nanos) => u128::from(nanos.div_ceil(1_000_000)) * 1_000_000,
-        Err(_) => nanos.div_ceil(1_000_000).saturating_mul(1_000_000),
+        Err(_) => div_ceil_small(nanos, 1_000_000).saturating_mul(1_000_000),
     }
 }
 

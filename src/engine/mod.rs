@@ -19,6 +19,7 @@ mod snapshot;
 mod store;
 mod time;
 mod view;
+mod wide;
 
 pub use all_keys::{AllDecision, Request};
 pub use block::{block_nanos, MAX_BLOCK_SECONDS};
@@ -41,3 +42,4 @@ pub use share::{main_period, share_period, term_nanos, RATE_PARTS};
 pub use snapshot::{KeyedSnapshot, Snapshot, StoredSnapshot};
 pub use store::SWEEP_STEPS;
 pub use time::{ceil_millis, Instant};
+pub use wide::div_ceil_small;

@@ -3,6 +3,7 @@
 
 use super::error::Error;
 use super::time::ceil_millis;
+use super::wide::div_ceil_small;
 
 /// Largest `max_tokens`: the largest integer a JavaScript number holds exactly.
 pub const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
@@ -193,7 +194,7 @@ impl Cost {
         let units = if options.unit == UNITS_PER_TOKEN {
             self.0
         } else {
-            self.0.div_ceil(UNITS_PER_TOKEN.into())
+            div_ceil_small(self.0, UNITS_PER_TOKEN)
         };
         u64::try_from(units)
             .ok()

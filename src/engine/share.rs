@@ -11,6 +11,7 @@ use super::bucket::{refill_every, Bucket};
 use super::lease::{Lease, Term, LONGEST_TERM_NANOS, SHARE_TERM_NANOS};
 use super::options::{Options, MAX_TOKENS_IN_BILLIONTHS, UNITS_PER_TOKEN};
 use super::time::Instant;
+use super::wide::{div, div_ceil_small, div_rem_small};
 
 /// A bucket's refill is divided into this many parts; a share holds some of them.
 pub const RATE_PARTS: u32 = 1 << 20;
@@ -78,10 +79,10 @@ pub fn share_period(options: &Options, parts: u32) -> Option<u128> {
 }
 
 fn period_of(options: &Options, parts: u32) -> u128 {
-    options
-        .interval_nanos()
-        .saturating_mul(RATE_PARTS.into())
-        .div_ceil(parts.into())
+    div_ceil_small(
+        options.interval_nanos().saturating_mul(RATE_PARTS.into()),
+        parts.into(),
+    )
 }
 
 /// Tokens a share's sub-bucket gains per term at least, as far as [`LONGEST_TERM_NANOS`]
@@ -260,14 +261,20 @@ pub fn allocate(
     let parts = fair.min(cap.into()).min(free_parts.into()) as u32;
     let unit = options.unit();
     let free_tokens = options.capacity_units().saturating_sub(taken.units) / unit;
-    let fair_tokens = u128::from(options.max_tokens()) * u128::from(parts) / u128::from(RATE_PARTS);
+    let fair_tokens = div_rem_small(
+        u128::from(options.max_tokens()) * u128::from(parts),
+        RATE_PARTS.into(),
+    )
+    .0;
     let mut tokens = (fair_tokens.max(least.max(1).into()) as u64)
         .min(free_tokens)
         .min(MAX_TOKENS_IN_BILLIONTHS);
     // Parts in proportion to the capacity: a share rounded up to a whole token gets that
     // token's refill, as far as it wants it and it is free.
-    let of_tokens =
-        u128::from(tokens) * u128::from(RATE_PARTS) / u128::from(options.max_tokens()).max(1);
+    let of_tokens = div(
+        u128::from(tokens) * u128::from(RATE_PARTS),
+        u128::from(options.max_tokens()).max(1),
+    );
     let of_tokens = of_tokens.min(RATE_PARTS.into()) as u32;
     let parts = if parts == 0 {
         0
@@ -400,7 +407,7 @@ pub fn rescale(
     let bucket = bucket?;
     let elapsed = u128::from(at.saturating_since(bucket.last_refill()));
     let kept = match (old, new) {
-        (Some(old), Some(new)) => elapsed.checked_mul(new).map_or(0, |x| x / old),
+        (Some(old), Some(new)) => elapsed.checked_mul(new).map_or(0, |x| div(x, old)),
         _ => 0,
     };
     let kept = u64::try_from(kept).unwrap_or(u64::MAX);

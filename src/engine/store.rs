@@ -200,6 +200,13 @@ impl Store {
             .map(|&i| i as usize)
     }
 
+    /// [`position`](Self::position) off the hot path: one copy of the lookup shared by
+    /// every such caller instead of one inlined into each.
+    #[inline(never)]
+    pub fn find(&self, key: &[u8]) -> Option<usize> {
+        self.position(key)
+    }
+
     /// Every stored key with its bucket and its own policy, if it has one.
     pub fn entries(&self) -> impl Iterator<Item = (&[u8], Bucket, Option<Options>)> {
         self.slots
@@ -255,7 +262,8 @@ impl Store {
         let hash = self.hash(key);
         let (slots, hasher) = (&self.slots, &self.hasher);
         let table = shard(hash, self.index.len());
-        self.index[table].insert_unique(hash, position, |i| rehash(slots, hasher, i));
+        let rehash: Rehash = &|i| rehash(slots, hasher, i);
+        self.index[table].insert_unique(hash, position, rehash);
         let policy = self.policies.intern(policy, &self.hasher);
         self.slots.push(Slot {
             key: Key::new(key),
@@ -279,16 +287,12 @@ impl Store {
             return;
         };
         let table = shard(removed, self.index.len());
-        if let Ok(entry) = self.index[table].find_entry(removed, |&i| i as usize == position) {
-            entry.remove();
-        }
+        unindex(&mut self.index[table], removed, position as u32);
         let last = self.slots.len - 1;
         if position != last {
             if let Some(moved) = self.slots.get(last).map(|s| self.hash(s.key.as_bytes())) {
                 let table = shard(moved, self.index.len());
-                if let Some(i) = self.index[table].find_mut(moved, |&i| i as usize == last) {
-                    *i = position as u32;
-                }
+                reindex(&mut self.index[table], moved, last as u32, position as u32);
             }
         }
         if let Some(slot) = self.slots.swap_remove(position) {
@@ -331,8 +335,8 @@ impl Store {
         let (slots, hasher) = (&self.slots, &self.hasher);
         for (position, slot) in slots.iter().enumerate() {
             let hash = hasher.hash_one(slot.key.as_bytes());
-            self.index[shard(hash, tables)]
-                .insert_unique(hash, position as u32, |i| rehash(slots, hasher, i));
+            let rehash: Rehash = &|i| rehash(slots, hasher, i);
+            self.index[shard(hash, tables)].insert_unique(hash, position as u32, rehash);
         }
     }
 
@@ -353,6 +357,27 @@ impl Store {
                 self.cursor += 1;
             }
         }
+    }
+}
+
+/// How every index table (here and in [`Keyed`](super::keyed::Keyed)) finds the hash of an
+/// entry when it grows: one type, so the binary carries hashbrown's growth code once.
+pub type Rehash<'a> = &'a dyn Fn(&u32) -> u64;
+
+/// Removes `value`, stored under `hash`, from an index table. Shared by every table (not
+/// inlined), like [`reindex`].
+#[inline(never)]
+pub fn unindex(table: &mut HashTable<u32>, hash: u64, value: u32) {
+    if let Ok(entry) = table.find_entry(hash, |&v| v == value) {
+        entry.remove();
+    }
+}
+
+/// Changes `from`, stored under `hash`, into `to` in an index table.
+#[inline(never)]
+pub fn reindex(table: &mut HashTable<u32>, hash: u64, from: u32, to: u32) {
+    if let Some(v) = table.find_mut(hash, |&v| v == from) {
+        *v = to;
     }
 }
 
@@ -408,9 +433,8 @@ impl Policies {
             }
         };
         let entries = &self.entries;
-        self.lookup.insert_unique(hash, id, |&id| {
-            policy_hash(&entries[id as usize - 1].0, hasher)
-        });
+        let rehash: Rehash = &|&id| policy_hash(&entries[id as usize - 1].0, hasher);
+        self.lookup.insert_unique(hash, id, rehash);
         id
     }
 
@@ -427,9 +451,7 @@ impl Policies {
             return;
         }
         let hash = policy_hash(&entry.0, hasher);
-        if let Ok(found) = self.lookup.find_entry(hash, |&other| other == id) {
-            found.remove();
-        }
+        unindex(&mut self.lookup, hash, id);
         self.free.push(id);
     }
 }

@@ -2,6 +2,8 @@
 //! 2554), so epoch milliseconds plus fractional intervals never drift, however many refills
 //! are added up.
 
+use super::wide::div_ceil_small;
+
 const NANOS_PER_MILLI: u64 = 1_000_000;
 
 /// The latest moment a `u64` of nanoseconds holds, in milliseconds.
@@ -55,18 +57,10 @@ pub fn ceil_millis(nanos: u128) -> f64 {
     }
 }
 
-/// `nanos.div_ceil(NANOS_PER_MILLI)` by long division in 32-bit digits (the divisor is below
-/// 2^32, so each step fits 64 bits): four native divisions instead of the 128-bit library
+/// `nanos.div_ceil(NANOS_PER_MILLI)` in four native divisions instead of the 128-bit library
 /// call, for the windows of big buckets that `limit` reports on every call.
 fn millis_of_wide(nanos: u128) -> u128 {
-    let mut quotient = 0u128;
-    let mut rest = 0u64;
-    for shift in [96, 64, 32, 0] {
-        let digit = (rest << 32) | u64::from((nanos >> shift) as u32);
-        quotient = (quotient << 32) | u128::from(digit / NANOS_PER_MILLI);
-        rest = digit % NANOS_PER_MILLI;
-    }
-    quotient + u128::from(rest > 0)
+    div_ceil_small(nanos, NANOS_PER_MILLI)
 }
 
 #[cfg(test)]

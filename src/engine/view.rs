@@ -71,7 +71,8 @@ impl Limiter {
         let mut remembered = None;
         let mut current = None;
         let mut stored_at = None;
-        if let Some((at, bucket, own)) = self.stored_bucket(key) {
+        let stored = self.store.find(key);
+        if let Some((at, (bucket, own))) = stored.and_then(|at| Some((at, self.store.get(at)?))) {
             // The refill is not written back: reads change nothing (a later options change
             // meets the bucket as the last call that changed it left it), so a copy saved
             // at each change is the whole state.
