@@ -112,7 +112,7 @@ impl Limiter {
                 _ => view.current,
             };
             // Earlier members may have moved buckets: find this one again.
-            let at = self.store.find(request.key);
+            let at = self.store.cold_position(request.key);
             self.commit(request.key, at, state, view.policy, now);
             let room = outcome.is_ok();
             let mut decision = self.decision(room, state, request.cost, view, now);

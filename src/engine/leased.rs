@@ -126,7 +126,7 @@ impl Limiter {
         // A denied call without a policy changes nothing, like a denied `consume`; one that
         // granted or renewed a share, or moved the key's queue, records it.
         if outcome.is_ok() || given || lease.is_some() || call_after.is_some() {
-            let at = self.store.find(key);
+            let at = self.store.cold_position(key);
             self.commit(key, at, state, view.policy, now);
         }
         let mut decision = self.decision(outcome.is_ok(), state, cost, &view, now);

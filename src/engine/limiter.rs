@@ -161,7 +161,7 @@ impl Limiter {
 
     /// Forgets the bucket of `key`, its policy and its leases: it is full at its next access.
     pub fn reset(&mut self, key: &[u8]) {
-        if let Some(at) = self.store.find(key) {
+        if let Some(at) = self.store.cold_position(key) {
             self.store.remove(at);
         }
         self.leases.forget(key);
@@ -259,7 +259,7 @@ impl Limiter {
 
     /// Whether `key` has a bucket in memory.
     pub fn holds(&self, key: &[u8]) -> bool {
-        self.store.find(key).is_some()
+        self.store.cold_position(key).is_some()
     }
 
     pub(super) fn resolve(&self, policy: Option<OptionsPatch>) -> Result<Option<Options>, Error> {

@@ -221,7 +221,7 @@ impl Snapshot {
 impl Limiter {
     /// The snapshot of `key`'s bucket, or `None` when the key holds no bucket (it is full).
     pub fn snapshot(&self, key: &[u8]) -> Option<StoredSnapshot> {
-        let (bucket, policy) = self.store.get(self.store.find(key)?)?;
+        let (bucket, policy) = self.store.get(self.store.cold_position(key)?)?;
         Some(self.stored(key, bucket, policy))
     }
 

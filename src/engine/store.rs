@@ -203,7 +203,7 @@ impl Store {
     /// [`position`](Self::position) off the hot path: one copy of the lookup shared by
     /// every such caller instead of one inlined into each.
     #[inline(never)]
-    pub fn find(&self, key: &[u8]) -> Option<usize> {
+    pub fn cold_position(&self, key: &[u8]) -> Option<usize> {
         self.position(key)
     }
 

@@ -53,14 +53,9 @@ pub fn ceil_millis(nanos: u128) -> f64 {
     // a 128-bit one is a library call.
     match u64::try_from(nanos) {
         Ok(nanos) => nanos.div_ceil(NANOS_PER_MILLI) as f64,
-        Err(_) => millis_of_wide(nanos) as f64,
+        // The windows of big buckets that `limit` reports: four native divisions.
+        Err(_) => div_ceil_small(nanos, NANOS_PER_MILLI) as f64,
     }
-}
-
-/// `nanos.div_ceil(NANOS_PER_MILLI)` in four native divisions instead of the 128-bit library
-/// call, for the windows of big buckets that `limit` reports on every call.
-fn millis_of_wide(nanos: u128) -> u128 {
-    div_ceil_small(nanos, NANOS_PER_MILLI)
 }
 
 #[cfg(test)]
@@ -108,7 +103,11 @@ mod tests {
             .into_iter()
             .chain((0..64).map(|i| (u128::MAX >> i) - i))
         {
-            assert_eq!(millis_of_wide(nanos), nanos.div_ceil(1_000_000), "{nanos}");
+            assert_eq!(
+                div_ceil_small(nanos, NANOS_PER_MILLI),
+                nanos.div_ceil(1_000_000),
+                "{nanos}"
+            );
         }
     }
 }

@@ -71,7 +71,7 @@ impl Limiter {
         let mut remembered = None;
         let mut current = None;
         let mut stored_at = None;
-        let stored = self.store.find(key);
+        let stored = self.store.cold_position(key);
         if let Some((at, (bucket, own))) = stored.and_then(|at| Some((at, self.store.get(at)?))) {
             // The refill is not written back: reads change nothing (a later options change
             // meets the bucket as the last call that changed it left it), so a copy saved
