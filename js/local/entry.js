@@ -29,6 +29,11 @@ export class Entry {
   plainCalls = 0;
   plainCost = 0;
   plainSince = 0;
+  // When each plain call in flight was sent, when the lease call in flight was, and the shortest round
+  // trip seen on this bucket (ms): a call in flight far longer finds the object behind (slowObject).
+  plainSent = [];
+  leaseSent = 0;
+  fastest = Infinity;
   last = null; // the bucket's last decision, and when it came
   lastAt = 0;
   deniedAt = -Infinity; // the last denial (here or by the object), and the denials counted with the demand
@@ -82,6 +87,22 @@ export function backOffTopUps(entry, { allowed, retry_after_ms: retry }, now) {
   const doubled = Math.max(retry ?? 0, 2 * entry.topUpHold);
   entry.topUpHold = allowed ? entry.topUpHold / 2 : Math.min(MAX_HOLD_MS, doubled);
   entry.topUpAfter = now + entry.topUpHold;
+}
+
+// A call in flight longer than twice the shortest round trip and this margin finds the object behind.
+const SLOW_MARGIN_MS = 20;
+
+/** Notes a call on `entry` sent at `sent` and answered at `now`. */
+export function noteRoundTrip(entry, sent, now) {
+  entry.fastest = Math.min(entry.fastest, now - sent);
+}
+
+/** Whether a call on `entry` has been in flight at `now` far longer than its round trips take (docs/SPEC.md, 10.5). */
+export function slowObject(entry, now) {
+  if (entry.fastest === Infinity) return false;
+  let oldest = entry.leasing ? entry.leaseSent : Infinity;
+  for (const sent of entry.plainSent) oldest = Math.min(oldest, sent);
+  return now - oldest > 2 * entry.fastest + SLOW_MARGIN_MS;
 }
 
 /** `call()` as the one call in flight that settles or takes a lease or share on `entry`. */

@@ -3,10 +3,10 @@
 // in the bucket until settled, or fully used at expiry, so the bound stays the bucket's.
 
 import { deniedInFlight, localAnswer, overBound, sharedNow } from './answers.js';
-import { BUSY_MS, leaseWouldIdle, reportedRate, restartDemand, scarce, worthAShare } from './demand.js';
+import { BUSY_MS, leaseWouldIdle, reportedRate, restartDemand, scarce, underPressure, worthAShare } from './demand.js';
 import {
-  aboveCapacity, backOffTopUps, BILLION, bucketOf, Entry, entryName, leaseOf, leasing, NONE, noteDenial, remember,
-  settleAll, settleInCall,
+  aboveCapacity, backOffTopUps, BILLION, bucketOf, Entry, entryName, leaseOf, leasing, NONE, noteDenial, noteRoundTrip,
+  remember, settleAll, settleInCall, slowObject,
 } from './entry.js';
 import { inBackground, topUpRenews } from './renewal.js';
 import { HeldShare } from './share.js';
@@ -166,16 +166,23 @@ export class LocalLimits {
     const bucket = bucketOf(policy, entry.last);
     if (cost > 0 && bucket !== null && cost <= bucket.maxTokens) {
       const admissible = bucket.maxTokens + Math.floor((now - entry.plainSince) / bucket.intervalMs);
-      if (entry.plainCost + cost > admissible) return this.#here(entry, overBound(entry.last, bucket));
+      // Near the limit, a call behind others that are late would only lengthen the object's queue.
+      const behind = underPressure(entry) && slowObject(entry, now);
+      if (entry.plainCost + cost > admissible || behind) return this.#here(entry, overBound(entry.last, bucket));
     }
     entry.plainCalls += 1;
     entry.plainCost += cost;
+    entry.plainSent.push(now);
     this.calls += 1;
     try {
-      return remember(entry, await stub.limit(key, cost, policy), this.#clock(), this.#maxHoldMs);
+      const answer = await stub.limit(key, cost, policy);
+      const received = this.#clock();
+      noteRoundTrip(entry, now, received);
+      return remember(entry, answer, received, this.#maxHoldMs);
     } finally {
       entry.plainCalls -= 1;
       entry.plainCost -= cost;
+      entry.plainSent.splice(entry.plainSent.indexOf(now), 1);
     }
   }
 
@@ -183,6 +190,7 @@ export class LocalLimits {
   async #call(entry, stub, key, cost, policy, waitUntil) {
     const lease = entry.lease;
     const sent = this.#clock();
+    entry.leaseSent = sent;
     // Requests keep coming: twice as much as last time (from the cost up); after a lease that expired
     // partly used, what was used; requests far apart, or a lease that would wait idle: none.
     if (sent - entry.previousAt > BUSY_MS || (this.#shares && leaseWouldIdle(entry, policy, sent))) {
@@ -212,6 +220,7 @@ export class LocalLimits {
     }
     const { lease: granted, call_after_ms: turn, ...answered } = answer;
     const received = this.#clock();
+    noteRoundTrip(entry, sent, received);
     entry.turnAt = turn === undefined ? 0 : received + turn;
     entry.longQueue = turn > received - sent;
     // A denial until the turn is held that long exactly, not backed off beyond it.
@@ -237,11 +246,14 @@ export class LocalLimits {
   // The renewal ahead of time (docs/SPEC.md, 10.5): a call of cost 0 that asks for the next lease.
   async #renewal(entry, stub, key, policy) {
     const sent = this.#clock();
+    entry.leaseSent = sent;
     entry.want = Math.min(this.#maxLease, Math.max(1, entry.want * 2));
     const request = { want: entry.want };
     const others = settleAll(entry, request, sent);
     const { lease: granted, ...answered } = await this.#leaseCall(stub, key, 0, policy, request, others, true);
-    remember(entry, answered, this.#clock(), this.#maxHoldMs, true);
+    const received = this.#clock();
+    noteRoundTrip(entry, sent, received);
+    remember(entry, answered, received, this.#maxHoldMs, true);
     if (granted !== null && granted.tokens > 0) entry.next = leaseOf(granted, sent, this.#marginMs);
   }
 
@@ -266,6 +278,7 @@ export class LocalLimits {
   // A call that decides `cost` and asks for a share, or renews (cost 0) or tops up the one held.
   async #shareCall(entry, stub, key, cost, policy, waitUntil) {
     const sent = this.#clock();
+    entry.leaseSent = sent;
     const share = entry.share;
     const rate = reportedRate(entry, sent);
     // A top-up asks for twice the last one while the share keeps running out between calls.
@@ -284,6 +297,7 @@ export class LocalLimits {
     const others = share === null ? settleInCall(entry, request, sent) : NONE;
     const { lease: granted, ...answered } = await this.#leaseCall(stub, key, cost, policy, request, others, waitUntil);
     const received = this.#clock();
+    noteRoundTrip(entry, sent, received);
     const decision = remember(entry, answered, received, this.#maxHoldMs, true);
     if (share !== null && cost > 0) backOffTopUps(entry, answered, received);
     if (granted?.share !== undefined) {

@@ -460,6 +460,89 @@ describe('LocalLimits', () => {
     expect((await ask(1, SLOW)).allowed).toBe(true);
   });
 
+  // A stub whose calls are answered only when the test says so, at the fake time it sets.
+  function heldStub(server: RateLimiterServer) {
+    const waiting: Array<() => void> = [];
+    const calls: string[] = [];
+    const held = <T>(method: string, answer: () => T) => {
+      calls.push(method);
+      return new Promise<T>((resolve) => waiting.push(() => resolve(answer())));
+    };
+    const stub = {
+      limit: (key: string, cost?: number, policy?: RateLimiterOptions) =>
+        held('limit', () => server.limit(key, cost, policy)),
+      limitLeased: (key: string, cost?: number, policy?: RateLimiterOptions, lease?: RateLimitLeaseRequest) =>
+        held('limitLeased', () => server.limitLeased(key, cost, policy, lease)),
+      settle: (key: string, settlement: { id: number; used: number }) =>
+        held('settle', () => server.settle(key, settlement)),
+    };
+    const answerAll = async () => {
+      while (waiting.length > 0) waiting.shift()!();
+      for (let i = 0; i < 8; i++) await null;
+    };
+    return { stub, calls, answerAll };
+  }
+
+  it.each([{ shares: false }, {}])(
+    'a slow object: near the limit, no plain call joins one in flight past twice the shortest round trip plus 20 ms (%o)',
+    async (options) => {
+      const policy = { max_tokens: 100, refill_every_seconds: 3600 };
+      const server = newServer();
+      server.limit('k', 90, policy); // 10 of 100 left: the bucket runs low
+      const { stub, calls, answerAll } = heldStub(server);
+      const local = new LocalLimits({ clock: () => Date.now(), ...options });
+      const owner = {};
+      const ask = (cost = 1) => local.limit(owner, 'o', stub, 'k', cost, policy);
+      // The first call comes back in 5 ms: the shortest round trip.
+      const first = ask();
+      at(5);
+      await answerAll();
+      expect((await first).allowed).toBe(true);
+      // A call sent at 200 ms is in flight; requests meanwhile make plain calls until it is
+      // 2 × 5 + 20 = 30 ms old.
+      at(200);
+      const pending = [ask()];
+      at(230);
+      pending.push(ask());
+      expect(calls).toEqual(['limitLeased', 'limitLeased', 'limit']);
+      at(231);
+      const answer = ask();
+      expect(calls).toHaveLength(3); // no call: denied here
+      const denied = await answer;
+      expect(denied.allowed).toBe(false);
+      expect(denied.retry_after_ms).toBe(3_600_000); // one interval: the bound's next token
+      // Once the answers came, calls go out again.
+      at(240);
+      await answerAll();
+      for (const decision of await Promise.all(pending)) expect(decision.allowed).toBe(true);
+      const next = ask();
+      expect(calls.length).toBeGreaterThan(3);
+      await answerAll();
+      expect((await next).allowed).toBe(true);
+      expect(server.getStatus('k').remaining).toBeLessThanOrEqual(7);
+    },
+  );
+
+  it('a slow object far from the limit: a request still makes its plain call', async () => {
+    const policy = { max_tokens: 100, refill_every_seconds: 3600 };
+    const server = newServer();
+    const { stub, calls, answerAll } = heldStub(server);
+    const local = new LocalLimits({ clock: () => Date.now() });
+    const owner = {};
+    const ask = () => local.limit(owner, 'o', stub, 'k', 1, policy);
+    const first = ask();
+    at(5);
+    await answerAll();
+    expect((await first).remaining).toBe(99);
+    at(100);
+    const pending = [ask()];
+    at(500);
+    pending.push(ask());
+    expect(calls).toEqual(['limitLeased', 'limitLeased', 'limit']);
+    await answerAll();
+    for (const decision of await Promise.all(pending)) expect(decision.allowed).toBe(true);
+  });
+
   it('two isolates on one bucket never admit more than it allows, and lose no token', async () => {
     const server = newServer();
     const a = isolate(server);
