@@ -126,6 +126,11 @@ export function covers(lease, units, now) {
   return lease !== null && now < lease.deadline && lease.used + units <= lease.billionths;
 }
 
+/** The leases a call that settles all of `entry`'s would settle: to settle again if it fails (docs/SPEC.md, 10.5). */
+export function settledBy(entry) {
+  return [...entry.unsettled, ...[entry.lease, entry.next].filter((lease) => lease !== null)];
+}
+
 /** Retires the leases held (a call replaces them) and settles them: see settleAll. */
 export function settleInCall(entry, request, now) {
   if (entry.lease !== null) entry.unsettled.push(entry.lease);

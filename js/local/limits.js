@@ -6,7 +6,7 @@ import { deniedInFlight, localAnswer, overBound, sharedNow } from './answers.js'
 import { BUSY_MS, leaseWouldIdle, reportedRate, restartDemand, scarce, underPressure, worthAShare } from './demand.js';
 import {
   aboveCapacity, backOffTopUps, BILLION, bucketOf, Entry, entryName, leaseOf, leasing, NONE, noteDenial, noteRoundTrip,
-  remember, settleAll, settleInCall, slowObject,
+  remember, settleAll, settledBy, settleInCall, slowObject,
 } from './entry.js';
 import { inBackground, topUpRenews } from './renewal.js';
 import { HeldShare } from './share.js';
@@ -205,16 +205,20 @@ export class LocalLimits {
     const request = this.#shares ? { want: entry.want, queue: true } : { want: entry.want };
     const next = entry.next;
     const unsettled = [...entry.unsettled];
+    const settling = settledBy(entry);
     const others = settleInCall(entry, request, sent);
     let answer;
     try {
       answer = await this.#leaseCall(stub, key, cost, policy, request, others, waitUntil);
     } catch (error) {
-      // Bad input is rejected before anything is settled: the leases are still ours (else they expire).
+      // Bad input is rejected before anything is settled: the leases are still ours. Else they stay
+      // given up, and the next call settles them again (docs/SPEC.md, 10.5).
       if (error?.name === 'TypeError' || error?.name === 'RangeError') {
         entry.lease = lease;
         entry.next = next;
         entry.unsettled = unsettled;
+      } else {
+        entry.unsettled.unshift(...settling);
       }
       throw error;
     }
@@ -293,9 +297,18 @@ export class LocalLimits {
       restartDemand(entry, sent);
     }
     if (share !== null) request.renew = share.id;
-    // The plain leases held are replaced by the share: the call that asks for it settles them.
+    // The plain leases held are replaced by the share: the call that asks for it settles them (again
+    // at the next call if it fails).
+    const settling = share === null ? settledBy(entry) : NONE;
     const others = share === null ? settleInCall(entry, request, sent) : NONE;
-    const { lease: granted, ...answered } = await this.#leaseCall(stub, key, cost, policy, request, others, waitUntil);
+    let answer;
+    try {
+      answer = await this.#leaseCall(stub, key, cost, policy, request, others, waitUntil);
+    } catch (error) {
+      entry.unsettled.unshift(...settling);
+      throw error;
+    }
+    const { lease: granted, ...answered } = answer;
     const received = this.#clock();
     noteRoundTrip(entry, sent, received);
     const decision = remember(entry, answered, received, this.#maxHoldMs, true);

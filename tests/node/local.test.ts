@@ -543,6 +543,52 @@ describe('LocalLimits', () => {
     for (const decision of await Promise.all(pending)) expect(decision.allowed).toBe(true);
   });
 
+  it.each([{ shares: false }, {}])(
+    'a call that fails settles again, in the next call, the leases it was settling (%o)',
+    async (options) => {
+      const policy = { max_tokens: 100, refill_every_seconds: 3600 };
+      const server = newServer();
+      const { stub, calls } = stubOf(server);
+      let failNext = false;
+      const failing = {
+        ...stub,
+        limitLeased: (key: string, cost?: number, p?: RateLimiterOptions, lease?: RateLimitLeaseRequest) => {
+          if (!failNext) return stub.limitLeased(key, cost, p, lease);
+          failNext = false;
+          return Promise.reject(new Error('network connection lost'));
+        },
+      };
+      const local = new LocalLimits({ clock: () => Date.now(), ...options });
+      const owner = {};
+      const ask = (cost: number) => local.limit(owner, 'o', failing, 'k', cost, policy);
+      // Requests 1 ms apart: the leases double (1, 2, 4 tokens) and are spent.
+      let t = 0;
+      for (let i = 0; i < 8; i++) {
+        at(t++);
+        expect((await ask(1)).allowed).toBe(true);
+      }
+      const leased = calls.filter((c) => c.method === 'limitLeased' && (c.granted?.tokens ?? 0) > 0);
+      const held = leased.at(-1)!.granted!;
+      expect(held.tokens).toBeGreaterThan(1);
+      // A cost the lease cannot cover makes a call that settles it, and that call fails.
+      failNext = true;
+      at(t++);
+      await expect(ask(held.tokens + 1)).rejects.toThrow('network connection lost');
+      // The next call settles again what the failed one was settling (the lease renewed ahead
+      // of time among it, in a settle of its own): every unused token is back in the bucket.
+      const before = calls.length;
+      at(t++);
+      expect((await ask(1)).allowed).toBe(true);
+      for (let i = 0; i < 8; i++) await null;
+      const after = calls.slice(before);
+      const settled = after.flatMap((c) => [c.lease?.settle?.id, c.settlement?.id]).filter((id) => id !== undefined);
+      expect(settled).toContain(held.id);
+      const last = after.find((c) => c.method === 'limitLeased')!;
+      // 9 requests of cost 1 admitted; the isolate holds only what the last call leased it.
+      expect(server.getStatus('k').remaining + (last.granted?.tokens ?? 0)).toBe(100 - 9);
+    },
+  );
+
   it('two isolates on one bucket never admit more than it allows, and lose no token', async () => {
     const server = newServer();
     const a = isolate(server);
