@@ -253,8 +253,16 @@ export class LocalLimits {
     entry.leaseSent = sent;
     entry.want = Math.min(this.#maxLease, Math.max(1, entry.want * 2));
     const request = { want: entry.want };
+    const settling = [...entry.unsettled];
     const others = settleAll(entry, request, sent);
-    const { lease: granted, ...answered } = await this.#leaseCall(stub, key, 0, policy, request, others, true);
+    let answer;
+    try {
+      answer = await this.#leaseCall(stub, key, 0, policy, request, others, true);
+    } catch (error) {
+      entry.unsettled.unshift(...settling);
+      throw error;
+    }
+    const { lease: granted, ...answered } = answer;
     const received = this.#clock();
     noteRoundTrip(entry, sent, received);
     remember(entry, answered, received, this.#maxHoldMs, true);
