@@ -139,7 +139,7 @@ export function settleInCall(entry, request, now) {
   return settleAll(entry, request, now);
 }
 
-/** Settles the unsettled leases: the oldest by `request`, the others as the `{ id, used }` returned. */
+/** Settles the unsettled leases: the oldest by `request`, the others returned, for `settle` calls of their own. */
 export function settleAll(entry, request, now) {
   let others = NONE;
   let ended = null;
@@ -147,14 +147,15 @@ export function settleAll(entry, request, now) {
     // A lease past its expiry counts as fully used: settled only when no other is.
     if (now >= lease.expires) ended = lease;
     else if (request.settle === undefined) request.settle = settlement(lease);
-    else (others === NONE ? (others = []) : others).push(settlement(lease));
+    else (others === NONE ? (others = []) : others).push(lease);
   }
   if (request.settle === undefined && ended !== null) request.settle = settlement(ended);
   entry.unsettled = [];
   return others;
 }
 
-const settlement = (lease) => ({ id: lease.id, used: lease.used / BILLION });
+/** What a `settle` of `lease` says: its id and the tokens used. */
+export const settlement = (lease) => ({ id: lease.id, used: lease.used / BILLION });
 
 /** `{ maxTokens, intervalMs }` of a bucket, from the call's policy, else its last decision; or null. */
 export function bucketOf(policy, last) {

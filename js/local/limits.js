@@ -6,7 +6,7 @@ import { deniedInFlight, localAnswer, overBound, sharedNow } from './answers.js'
 import { BUSY_MS, leaseWouldIdle, reportedRate, restartDemand, scarce, underPressure, worthAShare } from './demand.js';
 import {
   aboveCapacity, backOffTopUps, BILLION, bucketOf, Entry, entryName, leaseOf, leasing, NONE, noteDenial, noteRoundTrip,
-  remember, settleAll, settledBy, settleInCall, slowObject,
+  remember, settleAll, settledBy, settleInCall, settlement, slowObject,
 } from './entry.js';
 import { inBackground, topUpRenews } from './renewal.js';
 import { HeldShare } from './share.js';
@@ -209,7 +209,7 @@ export class LocalLimits {
     const others = settleInCall(entry, request, sent);
     let answer;
     try {
-      answer = await this.#leaseCall(stub, key, cost, policy, request, others, waitUntil);
+      answer = await this.#leaseCall(entry, stub, key, cost, policy, request, others, waitUntil);
     } catch (error) {
       // Bad input is rejected before anything is settled: the leases are still ours. Else they stay
       // given up, and the next call settles them again (docs/SPEC.md, 10.5).
@@ -235,13 +235,14 @@ export class LocalLimits {
     return granted === null ? decision : { ...decision, remaining: decision.remaining + granted.tokens };
   }
 
-  // `stub.limitLeased(...)` and the `others` settles beside it, awaited only in a renewal (`waitUntil` true).
-  async #leaseCall(stub, key, cost, policy, request, others, waitUntil) {
+  // `stub.limitLeased(...)` and the settles of the `others` leases beside it, awaited only in a renewal
+  // (`waitUntil` true). A settle that fails is sent again by the next call (docs/SPEC.md, 10.5).
+  async #leaseCall(entry, stub, key, cost, policy, request, others, waitUntil) {
     this.calls += 1;
     if (others.length === 0 || typeof stub.settle !== 'function') return stub.limitLeased(key, cost, policy, request);
     this.calls += others.length;
-    // A settle that fails leaves its lease to expire: fully used.
-    const settles = Promise.all(others.map((settlement) => Promise.resolve(stub.settle(key, settlement)).catch(() => false)));
+    const settle = (lease) => Promise.resolve(stub.settle(key, settlement(lease))).catch(() => void entry.unsettled.push(lease));
+    const settles = Promise.all(others.map(settle));
     if (waitUntil === true) return (await Promise.all([stub.limitLeased(key, cost, policy, request), settles]))[0];
     if (typeof waitUntil === 'function') waitUntil(settles);
     return stub.limitLeased(key, cost, policy, request);
@@ -257,7 +258,7 @@ export class LocalLimits {
     const others = settleAll(entry, request, sent);
     let answer;
     try {
-      answer = await this.#leaseCall(stub, key, 0, policy, request, others, true);
+      answer = await this.#leaseCall(entry, stub, key, 0, policy, request, others, true);
     } catch (error) {
       entry.unsettled.unshift(...settling);
       throw error;
@@ -311,7 +312,7 @@ export class LocalLimits {
     const others = share === null ? settleInCall(entry, request, sent) : NONE;
     let answer;
     try {
-      answer = await this.#leaseCall(stub, key, cost, policy, request, others, waitUntil);
+      answer = await this.#leaseCall(entry, stub, key, cost, policy, request, others, waitUntil);
     } catch (error) {
       entry.unsettled.unshift(...settling);
       throw error;

@@ -589,6 +589,44 @@ describe('LocalLimits', () => {
     },
   );
 
+  it('a settle of its own that fails is sent again by the next call', async () => {
+    const policy = { max_tokens: 100, refill_every_seconds: 3600 };
+    const server = newServer();
+    const { stub, calls } = stubOf(server);
+    let failSettle = false;
+    const failing = {
+      ...stub,
+      settle: (key: string, settlement: { id: number; used: number }) => {
+        if (!failSettle) return stub.settle(key, settlement);
+        failSettle = false;
+        return Promise.reject(new Error('network connection lost'));
+      },
+    };
+    const local = new LocalLimits({ clock: () => Date.now() });
+    const owner = {};
+    const ask = (cost: number) => local.limit(owner, 'o', failing, 'k', cost, policy);
+    let t = 0;
+    for (let i = 0; i < 8; i++) {
+      at(t++);
+      expect((await ask(1)).allowed).toBe(true);
+    }
+    // The lease and the one renewed ahead of time: a call that settles both settles the newer
+    // with a settle of its own, which fails.
+    const held = calls.filter((c) => c.method === 'limitLeased' && (c.granted?.tokens ?? 0) > 0).at(-1)!.granted!;
+    failSettle = true;
+    at(t++);
+    expect((await ask(held.tokens + 1)).allowed).toBe(true);
+    for (let i = 0; i < 8; i++) await null;
+    expect(failSettle).toBe(false);
+    // The next call (a cost no lease covers) settles it again.
+    const before = calls.length;
+    at(t++);
+    await ask(50);
+    for (let i = 0; i < 8; i++) await null;
+    const settled = calls.slice(before).flatMap((c) => [c.lease?.settle?.id, c.settlement?.id]);
+    expect(settled).toContain(held.id);
+  });
+
   it('two isolates on one bucket never admit more than it allows, and lose no token', async () => {
     const server = newServer();
     const a = isolate(server);
