@@ -209,16 +209,14 @@ export class LocalLimits {
     const others = settleInCall(entry, request, sent);
     let answer;
     try {
-      answer = await this.#leaseCall(entry, stub, key, cost, policy, request, others, waitUntil);
+      answer = await settlingAgain(entry, settling, () =>
+        this.#leaseCall(entry, stub, key, cost, policy, request, others, waitUntil));
     } catch (error) {
-      // Bad input is rejected before anything is settled: the leases are still ours. Else they stay
-      // given up, and the next call settles them again (docs/SPEC.md, 10.5).
+      // Bad input is rejected before anything is settled: the leases are still ours.
       if (error?.name === 'TypeError' || error?.name === 'RangeError') {
         entry.lease = lease;
         entry.next = next;
         entry.unsettled = unsettled;
-      } else {
-        entry.unsettled.unshift(...settling);
       }
       throw error;
     }
@@ -256,14 +254,8 @@ export class LocalLimits {
     const request = { want: entry.want };
     const settling = [...entry.unsettled];
     const others = settleAll(entry, request, sent);
-    let answer;
-    try {
-      answer = await this.#leaseCall(entry, stub, key, 0, policy, request, others, true);
-    } catch (error) {
-      entry.unsettled.unshift(...settling);
-      throw error;
-    }
-    const { lease: granted, ...answered } = answer;
+    const { lease: granted, ...answered } = await settlingAgain(entry, settling, () =>
+      this.#leaseCall(entry, stub, key, 0, policy, request, others, true));
     const received = this.#clock();
     noteRoundTrip(entry, sent, received);
     remember(entry, answered, received, this.#maxHoldMs, true);
@@ -310,14 +302,8 @@ export class LocalLimits {
     // at the next call if it fails).
     const settling = share === null ? settledBy(entry) : NONE;
     const others = share === null ? settleInCall(entry, request, sent) : NONE;
-    let answer;
-    try {
-      answer = await this.#leaseCall(entry, stub, key, cost, policy, request, others, waitUntil);
-    } catch (error) {
-      entry.unsettled.unshift(...settling);
-      throw error;
-    }
-    const { lease: granted, ...answered } = answer;
+    const { lease: granted, ...answered } = await settlingAgain(entry, settling, () =>
+      this.#leaseCall(entry, stub, key, cost, policy, request, others, waitUntil));
     const received = this.#clock();
     noteRoundTrip(entry, sent, received);
     const decision = remember(entry, answered, received, this.#maxHoldMs, true);
@@ -361,6 +347,16 @@ export class LocalLimits {
       this.#entries.delete(name);
       return;
     }
+  }
+}
+
+// `call()`; if it fails, the next call settles the leases it was settling again (docs/SPEC.md, 10.5).
+async function settlingAgain(entry, settling, call) {
+  try {
+    return await call();
+  } catch (error) {
+    entry.unsettled.unshift(...settling);
+    throw error;
   }
 }
 
