@@ -543,88 +543,72 @@ describe('LocalLimits', () => {
     for (const decision of await Promise.all(pending)) expect(decision.allowed).toBe(true);
   });
 
+  // An isolate that has spent leases on "k" (requests 1 ms apart: they double, and the last
+  // is renewed ahead of time), over a stub whose next `method` call fails once `failNext()`.
+  async function leasingIsolate(method: 'limitLeased' | 'settle', options: LocalLimitsOptions = {}) {
+    const policy = { max_tokens: 100, refill_every_seconds: 3600 };
+    const server = newServer();
+    const { stub, calls } = stubOf(server);
+    let failing = false;
+    const call = stub[method] as (...args: unknown[]) => Promise<unknown>;
+    const flaky = {
+      ...stub,
+      [method]: (...args: unknown[]) => {
+        if (!failing) return call(...args);
+        failing = false;
+        return Promise.reject(new Error('network connection lost'));
+      },
+    } as typeof stub;
+    const local = new LocalLimits({ clock: () => Date.now(), ...options });
+    const owner = {};
+    let t = 0;
+    const ask = (cost: number) => {
+      at(t++);
+      return local.limit(owner, 'o', flaky, 'k', cost, policy);
+    };
+    for (let i = 0; i < 8; i++) expect((await ask(1)).allowed).toBe(true);
+    const held = calls.filter((c) => c.method === 'limitLeased' && (c.granted?.tokens ?? 0) > 0).at(-1)!.granted!;
+    const failNext = () => void (failing = true);
+    return { server, calls, ask, held, failNext, failed: () => !failing };
+  }
+
+  // The leases settled (in a call or by a settle of their own) by the calls from `from` on.
+  const settledFrom = (calls: Call[], from: number) =>
+    calls.slice(from).flatMap((c) => [c.lease?.settle?.id, c.settlement?.id]).filter((id) => id !== undefined);
+
   it.each([{ shares: false }, {}])(
     'a call that fails settles again, in the next call, the leases it was settling (%o)',
     async (options) => {
-      const policy = { max_tokens: 100, refill_every_seconds: 3600 };
-      const server = newServer();
-      const { stub, calls } = stubOf(server);
-      let failNext = false;
-      const failing = {
-        ...stub,
-        limitLeased: (key: string, cost?: number, p?: RateLimiterOptions, lease?: RateLimitLeaseRequest) => {
-          if (!failNext) return stub.limitLeased(key, cost, p, lease);
-          failNext = false;
-          return Promise.reject(new Error('network connection lost'));
-        },
-      };
-      const local = new LocalLimits({ clock: () => Date.now(), ...options });
-      const owner = {};
-      const ask = (cost: number) => local.limit(owner, 'o', failing, 'k', cost, policy);
-      // Requests 1 ms apart: the leases double (1, 2, 4 tokens) and are spent.
-      let t = 0;
-      for (let i = 0; i < 8; i++) {
-        at(t++);
-        expect((await ask(1)).allowed).toBe(true);
-      }
-      const leased = calls.filter((c) => c.method === 'limitLeased' && (c.granted?.tokens ?? 0) > 0);
-      const held = leased.at(-1)!.granted!;
+      const { server, calls, ask, held, failNext } = await leasingIsolate('limitLeased', options);
       expect(held.tokens).toBeGreaterThan(1);
       // A cost the lease cannot cover makes a call that settles it, and that call fails.
-      failNext = true;
-      at(t++);
+      failNext();
       await expect(ask(held.tokens + 1)).rejects.toThrow('network connection lost');
       // The next call settles again what the failed one was settling (the lease renewed ahead
       // of time among it, in a settle of its own): every unused token is back in the bucket.
       const before = calls.length;
-      at(t++);
       expect((await ask(1)).allowed).toBe(true);
       for (let i = 0; i < 8; i++) await null;
-      const after = calls.slice(before);
-      const settled = after.flatMap((c) => [c.lease?.settle?.id, c.settlement?.id]).filter((id) => id !== undefined);
-      expect(settled).toContain(held.id);
-      const last = after.find((c) => c.method === 'limitLeased')!;
+      expect(settledFrom(calls, before)).toContain(held.id);
+      const last = calls.slice(before).find((c) => c.method === 'limitLeased')!;
       // 9 requests of cost 1 admitted; the isolate holds only what the last call leased it.
       expect(server.getStatus('k').remaining + (last.granted?.tokens ?? 0)).toBe(100 - 9);
     },
   );
 
   it('a settle of its own that fails is sent again by the next call', async () => {
-    const policy = { max_tokens: 100, refill_every_seconds: 3600 };
-    const server = newServer();
-    const { stub, calls } = stubOf(server);
-    let failSettle = false;
-    const failing = {
-      ...stub,
-      settle: (key: string, settlement: { id: number; used: number }) => {
-        if (!failSettle) return stub.settle(key, settlement);
-        failSettle = false;
-        return Promise.reject(new Error('network connection lost'));
-      },
-    };
-    const local = new LocalLimits({ clock: () => Date.now() });
-    const owner = {};
-    const ask = (cost: number) => local.limit(owner, 'o', failing, 'k', cost, policy);
-    let t = 0;
-    for (let i = 0; i < 8; i++) {
-      at(t++);
-      expect((await ask(1)).allowed).toBe(true);
-    }
-    // The lease and the one renewed ahead of time: a call that settles both settles the newer
-    // with a settle of its own, which fails.
-    const held = calls.filter((c) => c.method === 'limitLeased' && (c.granted?.tokens ?? 0) > 0).at(-1)!.granted!;
-    failSettle = true;
-    at(t++);
+    const { calls, ask, held, failNext, failed } = await leasingIsolate('settle');
+    // A call that settles the lease and the one renewed ahead of time settles the newer with a
+    // settle of its own, which fails.
+    failNext();
     expect((await ask(held.tokens + 1)).allowed).toBe(true);
     for (let i = 0; i < 8; i++) await null;
-    expect(failSettle).toBe(false);
+    expect(failed()).toBe(true);
     // The next call (a cost no lease covers) settles it again.
     const before = calls.length;
-    at(t++);
     await ask(50);
     for (let i = 0; i < 8; i++) await null;
-    const settled = calls.slice(before).flatMap((c) => [c.lease?.settle?.id, c.settlement?.id]);
-    expect(settled).toContain(held.id);
+    expect(settledFrom(calls, before)).toContain(held.id);
   });
 
   it('two isolates on one bucket never admit more than it allows, and lose no token', async () => {
