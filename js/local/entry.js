@@ -126,11 +126,6 @@ export function covers(lease, units, now) {
   return lease !== null && now < lease.deadline && lease.used + units <= lease.billionths;
 }
 
-/** The leases a call that settles all of `entry`'s would settle: to settle again if it fails (docs/SPEC.md, 10.5). */
-export function settledBy(entry) {
-  return [...entry.unsettled, ...[entry.lease, entry.next].filter((lease) => lease !== null)];
-}
-
 /** Retires the leases held (a call replaces them) and settles them: see settleAll. */
 export function settleInCall(entry, request, now) {
   if (entry.lease !== null) entry.unsettled.push(entry.lease);
@@ -139,11 +134,15 @@ export function settleInCall(entry, request, now) {
   return settleAll(entry, request, now);
 }
 
-/** Settles the unsettled leases: the oldest by `request`, the others returned, for `settle` calls of their own. */
+/**
+ * Settles the unsettled leases: the oldest by `request`, the `others` returned for `settle` calls of their
+ * own. `settled` is every lease taken, to settle again if the call fails (docs/SPEC.md, 10.5).
+ */
 export function settleAll(entry, request, now) {
+  const settled = entry.unsettled;
   let others = NONE;
   let ended = null;
-  for (const lease of entry.unsettled) {
+  for (const lease of settled) {
     // A lease past its expiry counts as fully used: settled only when no other is.
     if (now >= lease.expires) ended = lease;
     else if (request.settle === undefined) request.settle = settlement(lease);
@@ -151,7 +150,7 @@ export function settleAll(entry, request, now) {
   }
   if (request.settle === undefined && ended !== null) request.settle = settlement(ended);
   entry.unsettled = [];
-  return others;
+  return { others, settled };
 }
 
 /** What a `settle` of `lease` says: its id and the tokens used. */

@@ -6,7 +6,7 @@ import { deniedInFlight, localAnswer, overBound, sharedNow } from './answers.js'
 import { BUSY_MS, leaseWouldIdle, reportedRate, restartDemand, scarce, underPressure, worthAShare } from './demand.js';
 import {
   aboveCapacity, backOffTopUps, BILLION, bucketOf, Entry, entryName, leaseOf, leasing, NONE, noteDenial, noteRoundTrip,
-  remember, settleAll, settledBy, settleInCall, settlement, slowObject,
+  remember, settleAll, settleInCall, settlement, slowObject,
 } from './entry.js';
 import { inBackground, topUpRenews } from './renewal.js';
 import { HeldShare } from './share.js';
@@ -186,11 +186,16 @@ export class LocalLimits {
     }
   }
 
+  // Now, as the time the one lease call in flight on `entry` went out (slowObject reads it).
+  #sendsLeaseCall(entry) {
+    entry.leaseSent = this.#clock();
+    return entry.leaseSent;
+  }
+
   // The call that settles the leases held and asks for the next one.
   async #call(entry, stub, key, cost, policy, waitUntil) {
     const lease = entry.lease;
-    const sent = this.#clock();
-    entry.leaseSent = sent;
+    const sent = this.#sendsLeaseCall(entry);
     // Requests keep coming: twice as much as last time (from the cost up); after a lease that expired
     // partly used, what was used; requests far apart, or a lease that would wait idle: none.
     if (sent - entry.previousAt > BUSY_MS || (this.#shares && leaseWouldIdle(entry, policy, sent))) {
@@ -205,11 +210,10 @@ export class LocalLimits {
     const request = this.#shares ? { want: entry.want, queue: true } : { want: entry.want };
     const next = entry.next;
     const unsettled = [...entry.unsettled];
-    const settling = settledBy(entry);
-    const others = settleInCall(entry, request, sent);
+    const { others, settled } = settleInCall(entry, request, sent);
     let answer;
     try {
-      answer = await settlingAgain(entry, settling, () =>
+      answer = await settlingAgain(entry, settled, () =>
         this.#leaseCall(entry, stub, key, cost, policy, request, others, waitUntil));
     } catch (error) {
       // Bad input is rejected before anything is settled: the leases are still ours.
@@ -248,13 +252,11 @@ export class LocalLimits {
 
   // The renewal ahead of time (docs/SPEC.md, 10.5): a call of cost 0 that asks for the next lease.
   async #renewal(entry, stub, key, policy) {
-    const sent = this.#clock();
-    entry.leaseSent = sent;
+    const sent = this.#sendsLeaseCall(entry);
     entry.want = Math.min(this.#maxLease, Math.max(1, entry.want * 2));
     const request = { want: entry.want };
-    const settling = [...entry.unsettled];
-    const others = settleAll(entry, request, sent);
-    const { lease: granted, ...answered } = await settlingAgain(entry, settling, () =>
+    const { others, settled } = settleAll(entry, request, sent);
+    const { lease: granted, ...answered } = await settlingAgain(entry, settled, () =>
       this.#leaseCall(entry, stub, key, 0, policy, request, others, true));
     const received = this.#clock();
     noteRoundTrip(entry, sent, received);
@@ -282,8 +284,7 @@ export class LocalLimits {
 
   // A call that decides `cost` and asks for a share, or renews (cost 0) or tops up the one held.
   async #shareCall(entry, stub, key, cost, policy, waitUntil) {
-    const sent = this.#clock();
-    entry.leaseSent = sent;
+    const sent = this.#sendsLeaseCall(entry);
     const share = entry.share;
     const rate = reportedRate(entry, sent);
     // A top-up asks for twice the last one while the share keeps running out between calls.
@@ -300,9 +301,8 @@ export class LocalLimits {
     if (share !== null) request.renew = share.id;
     // The plain leases held are replaced by the share: the call that asks for it settles them (again
     // at the next call if it fails).
-    const settling = share === null ? settledBy(entry) : NONE;
-    const others = share === null ? settleInCall(entry, request, sent) : NONE;
-    const { lease: granted, ...answered } = await settlingAgain(entry, settling, () =>
+    const { others, settled } = share === null ? settleInCall(entry, request, sent) : { others: NONE, settled: NONE };
+    const { lease: granted, ...answered } = await settlingAgain(entry, settled, () =>
       this.#leaseCall(entry, stub, key, cost, policy, request, others, waitUntil));
     const received = this.#clock();
     noteRoundTrip(entry, sent, received);
@@ -351,11 +351,11 @@ export class LocalLimits {
 }
 
 // `call()`; if it fails, the next call settles the leases it was settling again (docs/SPEC.md, 10.5).
-async function settlingAgain(entry, settling, call) {
+async function settlingAgain(entry, settled, call) {
   try {
     return await call();
   } catch (error) {
-    entry.unsettled.unshift(...settling);
+    entry.unsettled.unshift(...settled);
     throw error;
   }
 }
