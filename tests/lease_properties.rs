@@ -8,7 +8,7 @@
 
 use proptest::prelude::*;
 use rate_limiter::engine::{
-    Cost, Instant, Lease, Limiter, OptionsPatch, Settlement, LEASE_TTL_NANOS,
+    Cost, Instant, Lease, LeaseAsk, Limiter, OptionsPatch, Settlement, LEASE_TTL_NANOS,
 };
 
 const NANOS_PER_MS: u64 = 1_000_000;
@@ -405,4 +405,44 @@ fn an_expired_lease_counts_as_fully_used() {
     };
     assert!(!limiter.settle(KEY, late, at(ttl_ms + 1_500)), "too late");
     assert_eq!(limiter.status(KEY, at(ttl_ms + 2_000)).remaining, 4.0);
+}
+
+/// A holder may choose its lease's id, so that it can settle a lease whose answer it never
+/// heard: the id is taken unless a lease of the key holds it (or it is not below 2^53), and
+/// the ids the limiter counts skip those its keys hold.
+#[test]
+fn a_lease_takes_the_id_its_holder_chose_unless_it_is_held() {
+    let mut limiter = one_per_second(10.0);
+    let lease = |limiter: &mut Limiter, key: &[u8], id: Option<u64>| {
+        let ask = LeaseAsk {
+            want: Cost::new(1.0).unwrap(),
+            id,
+            ..LeaseAsk::default()
+        };
+        limiter
+            .limit_shared(key, Cost::ZERO, None, None, ask, at(0))
+            .unwrap()
+            .lease
+            .expect("a lease")
+            .id
+    };
+    let counted = lease(&mut limiter, KEY, None);
+    let next = (counted + 1) & ((1 << 53) - 1);
+    assert_eq!(lease(&mut limiter, KEY, Some(next)), next);
+    // `next` is held now: asked for again it is not taken, and the count skips it.
+    let after = (next + 1) & ((1 << 53) - 1);
+    assert_eq!(lease(&mut limiter, KEY, Some(next)), after);
+    assert_ne!(lease(&mut limiter, KEY, None), next);
+    assert_ne!(lease(&mut limiter, KEY, Some(1 << 53)), 1 << 53);
+    // Another key holds no lease `next`.
+    assert_eq!(lease(&mut limiter, b"other", Some(next)), next);
+    // Settled by the id its holder chose, unused: the token is back.
+    let before = limiter.status(b"other", at(0)).remaining;
+    let settlement = Settlement {
+        id: next,
+        used: Cost::ZERO,
+        left: None,
+    };
+    assert!(limiter.settle(b"other", settlement, at(0)));
+    assert_eq!(limiter.status(b"other", at(0)).remaining, before + 1.0);
 }

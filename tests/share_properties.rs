@@ -398,6 +398,7 @@ impl Run {
                     rate: h.rate,
                     renew: h.share.as_ref().map(|s| s.id),
                     queue,
+                    id: None,
                 };
                 self.call(holder, cost, ask, slow_ms);
             }
@@ -416,6 +417,7 @@ impl Run {
                     rate,
                     renew: Some(share.id),
                     queue: false,
+                    id: None,
                 };
                 self.call(holder, 0, ask, slow_ms);
             }
@@ -676,6 +678,7 @@ fn top_up_of(id: u64) -> LeaseAsk {
         rate: 0.0,
         renew: Some(id),
         queue: false,
+        id: None,
     }
 }
 
@@ -829,6 +832,7 @@ fn a_bucket_full_after_a_share_that_ended_stays_full_when_the_capacity_grows() {
         rate,
         renew,
         queue: false,
+        id: None,
     };
     let share = l
         .limit_shared(b"k", cost(0.0), None, None, ask(100.0, None), at(0.0))

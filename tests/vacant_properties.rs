@@ -173,7 +173,7 @@ proptest! {
                     let (k, c) = (key_bytes(key), Cost::new(cost).unwrap());
                     let want = Cost::new(f64::from(want)).unwrap();
                     let (settle_r, settle_k) = (granted.settlement(0, key, used), granted.settlement(1, key, used));
-                    let ask = LeaseAsk { want, rate: f64::from(rate), renew: None, queue };
+                    let ask = LeaseAsk { want, rate: f64::from(rate), renew: None, queue, id: None };
                     let r = renewable.limit_shared(&k, c, None, settle_r, ask, now).unwrap();
                     let m = kept.limit_shared(&k, c, None, settle_k, ask, now).unwrap();
                     prop_assert_eq!(r.decision, m.decision);

@@ -588,6 +588,8 @@ impl Harness {
             renew: self.shares.get(&id).copied(),
             // (Appointments for every other holder: they move no tokens, only the key's queue.)
             queue: holder % 2 == 1,
+            // (Ids chosen by the holder for every third `want`: small ones, held often.)
+            id: (want % 3 == 0).then_some(u64::from(holder)),
         };
         let d = self
             .limiter

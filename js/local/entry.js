@@ -153,6 +153,12 @@ export function settleAll(entry, request, now) {
   return { others, settled };
 }
 
+// A plain lease lasts this long at the object; a share with its next term, no longer.
+const LONGEST_LEASE_MS = 10_000;
+
+/** The lease or share asked for as `id` in a call sent at `sent` whose answer never came: settled as unused. */
+export const unheard = (id, sent) => ({ id, billionths: 0, used: 0, deadline: sent, expires: sent + LONGEST_LEASE_MS });
+
 /** What a `settle` of `lease` says: its id and the tokens used. */
 export const settlement = (lease) => ({ id: lease.id, used: lease.used / BILLION });
 

@@ -6,7 +6,7 @@ import { deniedInFlight, localAnswer, overBound, sharedNow } from './answers.js'
 import { BUSY_MS, leaseWouldIdle, reportedRate, restartDemand, scarce, underPressure, worthAShare } from './demand.js';
 import {
   aboveCapacity, backOffTopUps, BILLION, bucketOf, Entry, entryName, leaseOf, leasing, NONE, noteDenial, noteRoundTrip,
-  remember, settleAll, settleInCall, settlement, slowObject,
+  remember, settleAll, settleInCall, settlement, slowObject, unheard,
 } from './entry.js';
 import { inBackground, topUpRenews } from './renewal.js';
 import { HeldShare } from './share.js';
@@ -30,6 +30,7 @@ export class LocalLimits {
   #shares;
   #maxHoldMs;
   #due = null; // { entry, key, policy } of the local decision that made a renewal due (renewLease)
+  #nextId = null; // the id the next new lease or share is asked for as (from a random point below 2^53)
   /** Calls made to the Durable Object, and requests answered without one. */
   calls = 0;
   localAnswers = 0;
@@ -208,12 +209,13 @@ export class LocalLimits {
     entry.previousAt = sent;
     // With shares, a plain call also asks for appointments (docs/SPEC.md, 11.11).
     const request = this.#shares ? { want: entry.want, queue: true } : { want: entry.want };
+    if (entry.want > 0) request.id = this.#leaseId();
     const next = entry.next;
     const unsettled = [...entry.unsettled];
     const { others, settled } = settleInCall(entry, request, sent);
     let answer;
     try {
-      answer = await settlingAgain(entry, settled, () =>
+      answer = await settlingAgain(entry, settled, request, sent, () =>
         this.#leaseCall(entry, stub, key, cost, policy, request, others, waitUntil));
     } catch (error) {
       // Bad input is rejected before anything is settled: the leases are still ours.
@@ -254,9 +256,9 @@ export class LocalLimits {
   async #renewal(entry, stub, key, policy) {
     const sent = this.#sendsLeaseCall(entry);
     entry.want = Math.min(this.#maxLease, Math.max(1, entry.want * 2));
-    const request = { want: entry.want };
+    const request = { want: entry.want, id: this.#leaseId() };
     const { others, settled } = settleAll(entry, request, sent);
-    const { lease: granted, ...answered } = await settlingAgain(entry, settled, () =>
+    const { lease: granted, ...answered } = await settlingAgain(entry, settled, request, sent, () =>
       this.#leaseCall(entry, stub, key, 0, policy, request, others, true));
     const received = this.#clock();
     noteRoundTrip(entry, sent, received);
@@ -299,10 +301,11 @@ export class LocalLimits {
       restartDemand(entry, sent);
     }
     if (share !== null) request.renew = share.id;
+    else request.id = this.#leaseId();
     // The plain leases held are replaced by the share: the call that asks for it settles them (again
     // at the next call if it fails).
     const { others, settled } = share === null ? settleInCall(entry, request, sent) : { others: NONE, settled: NONE };
-    const { lease: granted, ...answered } = await settlingAgain(entry, settled, () =>
+    const { lease: granted, ...answered } = await settlingAgain(entry, settled, request, sent, () =>
       this.#leaseCall(entry, stub, key, cost, policy, request, others, waitUntil));
     const received = this.#clock();
     noteRoundTrip(entry, sent, received);
@@ -322,6 +325,15 @@ export class LocalLimits {
     if (entry.share?.advance(received)) held = entry.share.tokens;
     else if (share === null && entry.lease !== null) held = granted?.tokens ?? 0;
     return { ...decision, remaining: decision.remaining + held };
+  }
+
+  // The id a call asks its new lease or share to have, so that the next call can settle it if the answer
+  // never comes (docs/SPEC.md, 10.5). Counted up from a random point, chosen at the first call.
+  #leaseId() {
+    if (this.#nextId === null) this.#nextId = Math.floor(Math.random() * 2 ** 53);
+    const id = this.#nextId;
+    this.#nextId = (this.#nextId + 1) % 2 ** 53;
+    return id;
   }
 
   #entry(owner, scope, key, policy) {
@@ -350,12 +362,14 @@ export class LocalLimits {
   }
 }
 
-// `call()`; if it fails, the next call settles the leases it was settling again (docs/SPEC.md, 10.5).
-async function settlingAgain(entry, settled, call) {
+// `call()`, sent at `sent` with `request`; if it fails, the next call settles again the leases it was
+// settling, and the one it asked for as `request.id` as unused (docs/SPEC.md, 10.5).
+async function settlingAgain(entry, settled, request, sent, call) {
   try {
     return await call();
   } catch (error) {
     entry.unsettled.unshift(...settled);
+    if (request.id !== undefined) entry.unsettled.push(unheard(request.id, sent));
     throw error;
   }
 }

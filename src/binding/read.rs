@@ -246,7 +246,7 @@ pub(crate) struct LeaseRequest {
     pub settle: Option<Settlement>,
 }
 
-/// `{ want?, settle?, rate?, renew? }` named `name`; `undefined` asks for no lease and
+/// `{ want?, settle?, rate?, renew?, queue?, id? }` named `name`; `undefined` asks for no lease and
 /// settles nothing.
 pub(crate) fn read_lease_request(value: &JsValue, name: &str) -> Result<LeaseRequest, Error> {
     let mut ask = LeaseAsk::default();
@@ -256,8 +256,8 @@ pub(crate) fn read_lease_request(value: &JsValue, name: &str) -> Result<LeaseReq
     let object = read_object(
         value,
         name,
-        &["want", "settle", "rate", "renew", "queue"],
-        "want, settle, rate, renew and queue",
+        &["want", "settle", "rate", "renew", "queue", "id"],
+        "want, settle, rate, renew, queue and id",
     )?;
     let want_path = join(&[name, ".want"]);
     if let Some(want) = read_field(object, "want", &want_path)? {
@@ -281,10 +281,14 @@ pub(crate) fn read_lease_request(value: &JsValue, name: &str) -> Result<LeaseReq
     if let Some(queue) = read_field(object, "queue", &queue_path)? {
         ask.queue = read_flag(&queue, &queue_path)?;
     }
+    let id_path = join(&[name, ".id"]);
+    if let Some(id) = read_field(object, "id", &id_path)? {
+        ask.id = Some(read_lease_id(&id, &id_path)?);
+    }
     Ok(LeaseRequest { ask, settle })
 }
 
-/// A lease id the limiter gave: a whole number from 0 to 2^53 - 1.
+/// A lease id: a whole number from 0 to 2^53 - 1.
 fn read_lease_id(value: &JsValue, path: &str) -> Result<u64, Error> {
     let id = read_number(value, path)?;
     if !(id.fract() == 0.0 && (0.0..=9_007_199_254_740_991.0).contains(&id)) {

@@ -130,6 +130,12 @@ pub struct RateLimitLeaseRequest {
     /// false.
     #[tsify(optional, type = "boolean | undefined")]
     pub queue: Option<bool>,
+    /// The id the caller chooses for the lease or share granted (a whole number from 0 to
+    /// 2^53 - 1), so that it can settle it even when it never hears this call's answer. One
+    /// that a lease on this key has already is not taken: the answer's `lease.id` is then
+    /// another. Default: an id the limiter chooses.
+    #[tsify(optional, type = "number | undefined")]
+    pub id: Option<f64>,
 }
 
 /// A lease as its holder reports it at the end.

@@ -215,17 +215,37 @@ impl Leases {
     }
 
     /// Records a new lease on `key` with the terms `term` from `now` for `ttl` ns, asked for
-    /// with `wanted` parts, and returns it.
-    pub fn grant(&mut self, key: &[u8], term: Term, wanted: u32, now: Instant, ttl: u64) -> Lease {
+    /// with `wanted` parts, and returns it. Its id is `asked` if that is below 2^53 and held
+    /// by no lease of the key, else the next one counted up that none holds.
+    pub fn grant(
+        &mut self,
+        key: &[u8],
+        term: Term,
+        wanted: u32,
+        now: Instant,
+        ttl: u64,
+        asked: Option<u64>,
+    ) -> Lease {
+        let held = |leases: &[Lease], id: u64| leases.iter().any(|l| l.id == id);
+        let id = match asked {
+            Some(id) if id <= ID_MASK && !held(self.of(key), id) => id,
+            _ => {
+                while held(self.of(key), self.next_id) {
+                    self.next_id = (self.next_id + 1) & ID_MASK;
+                }
+                let id = self.next_id;
+                self.next_id = (self.next_id + 1) & ID_MASK;
+                id
+            }
+        };
         let lease = Lease {
-            id: self.next_id,
+            id,
             billionths: term.billionths,
             parts: term.parts,
             expires_at: now.saturating_add(ttl),
             next: None,
             wanted,
         };
-        self.next_id = (self.next_id + 1) & ID_MASK;
         self.keys.add(key, &[lease]);
         lease
     }

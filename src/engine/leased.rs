@@ -32,6 +32,9 @@ pub struct LeaseAsk {
     /// Whether the holder keeps appointments: on a starved key, a plain call's answer names
     /// the time before which it does not call again (docs/SPEC.md, 11.11).
     pub queue: bool,
+    /// The id the holder chose for a new lease or share (below 2^53), so that it can settle
+    /// one whose answer it never heard; one the key holds already is not taken.
+    pub id: Option<u64>,
 }
 
 impl Default for LeaseAsk {
@@ -41,6 +44,7 @@ impl Default for LeaseAsk {
             rate: 0.0,
             renew: None,
             queue: false,
+            id: None,
         }
     }
 }

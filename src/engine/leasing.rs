@@ -30,6 +30,7 @@ pub(super) struct Grant {
 struct ShareAsk {
     rate: f64,
     top_up: Option<u64>,
+    id: Option<u64>,
 }
 
 impl Limiter {
@@ -66,6 +67,7 @@ impl Limiter {
         let share_ask = ShareAsk {
             rate: ask.rate,
             top_up: allowed.then_some(want),
+            id: ask.id,
         };
         if let Some(share) = renewed {
             return self.renew_share(key, view, share, share_ask, state, now);
@@ -85,7 +87,7 @@ impl Limiter {
                     return self.new_share(key, view, share_ask, demand, state, now);
                 }
                 // The record is the answer: its holder asks again when it ends.
-                let record = self.record_ask(key, view, ask.rate, now);
+                let record = self.record_ask(key, view, ask.rate, ask.id, now);
                 return Grant {
                     state,
                     lease: record,
@@ -94,7 +96,7 @@ impl Limiter {
             }
         }
         if allowed && want > 0 {
-            return self.plain_lease(key, view, want, state, now);
+            return self.plain_lease(key, view, want, ask.id, state, now);
         }
         nothing
     }
@@ -106,6 +108,7 @@ impl Limiter {
         key: &[u8],
         view: &mut View,
         rate: f64,
+        id: Option<u64>,
         now: Instant,
     ) -> Option<Lease> {
         if view.live.iter().filter(|l| l.is_record()).count() >= MAX_ASKS_ON_RECORD {
@@ -114,7 +117,7 @@ impl Limiter {
         let wanted = wanted_parts(rate, &view.options);
         let record = self
             .leases
-            .grant(key, Term::default(), wanted, now, SHARE_TERM_NANOS);
+            .grant(key, Term::default(), wanted, now, SHARE_TERM_NANOS, id);
         view.live.push(record);
         Some(record)
     }
@@ -126,7 +129,7 @@ impl Limiter {
         key: &[u8],
         view: &mut View,
         share: Lease,
-        ShareAsk { rate, top_up }: ShareAsk,
+        ShareAsk { rate, top_up, .. }: ShareAsk,
         state: Option<Bucket>,
         now: Instant,
     ) -> Grant {
@@ -208,7 +211,7 @@ impl Limiter {
         &mut self,
         key: &[u8],
         view: &mut View,
-        ShareAsk { rate, top_up }: ShareAsk,
+        ShareAsk { rate, top_up, id }: ShareAsk,
         demand: Demand,
         state: Option<Bucket>,
         now: Instant,
@@ -254,7 +257,7 @@ impl Limiter {
         term.billionths = billionths_of(capacity, &options);
         let since = state.map_or(now, |b| b.last_refill());
         let before = main_period_beside(&view.live, &options, now);
-        let granted = self.leases.grant(key, term, wanted, now, term.nanos);
+        let granted = self.leases.grant(key, term, wanted, now, term.nanos, id);
         view.live.push(granted);
         let after = main_period_beside(&view.live, &options, now);
         let state = rescale(
@@ -273,13 +276,15 @@ impl Limiter {
         }
     }
 
-    /// A plain lease of up to `want` units: at most half of what the bucket has left, and
-    /// as much as is free until it expires, whatever terms of shares begin meanwhile.
+    /// A plain lease of up to `want` units (with the id `id` if free): at most half of what
+    /// the bucket has left, and as much as is free until it expires, whatever terms of shares
+    /// begin meanwhile.
     fn plain_lease(
         &mut self,
         key: &[u8],
         view: &mut View,
         want: u64,
+        id: Option<u64>,
         state: Option<Bucket>,
         now: Instant,
     ) -> Grant {
@@ -302,7 +307,7 @@ impl Limiter {
             parts: 0,
             nanos: 0,
         };
-        let lease = self.leases.grant(key, term, 0, now, LEASE_TTL_NANOS);
+        let lease = self.leases.grant(key, term, 0, now, LEASE_TTL_NANOS, id);
         view.leased = view.leased.saturating_add(lease_units(&lease, &options));
         view.last_expiry = view.last_expiry.max(Some(lease.expires_at));
         view.live.push(lease);

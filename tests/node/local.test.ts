@@ -544,8 +544,9 @@ describe('LocalLimits', () => {
   });
 
   // An isolate that has spent leases on "k" (requests 1 ms apart: they double, and the last
-  // is renewed ahead of time), over a stub whose next `method` call fails once `failNext()`.
-  async function leasingIsolate(method: 'limitLeased' | 'settle', options: LocalLimitsOptions = {}) {
+  // is renewed ahead of time), over a stub whose next `method` call fails once `failNext()`:
+  // before it reaches the object, or with `lose` after the object applied it (its answer lost).
+  async function leasingIsolate(method: 'limitLeased' | 'settle', options: LocalLimitsOptions = {}, lose = false) {
     const policy = { max_tokens: 100, refill_every_seconds: 3600 };
     const server = newServer();
     const { stub, calls } = stubOf(server);
@@ -556,7 +557,8 @@ describe('LocalLimits', () => {
       [method]: (...args: unknown[]) => {
         if (!failing) return call(...args);
         failing = false;
-        return Promise.reject(new Error('network connection lost'));
+        const lost = () => Promise.reject(new Error('network connection lost'));
+        return lose ? call(...args).then(lost) : lost();
       },
     } as typeof stub;
     const local = new LocalLimits({ clock: () => Date.now(), ...options });
@@ -593,6 +595,28 @@ describe('LocalLimits', () => {
       const last = calls.slice(before).find((c) => c.method === 'limitLeased')!;
       // 9 requests of cost 1 admitted; the isolate holds only what the last call leased it.
       expect(server.getStatus('k').remaining + (last.granted?.tokens ?? 0)).toBe(100 - 9);
+    },
+  );
+
+  it.each([{ shares: false }, {}])(
+    'a lease granted in a call whose answer was lost is settled by the next call, by the id asked for (%o)',
+    async (options) => {
+      const { server, calls, ask, held, failNext } = await leasingIsolate('limitLeased', options, true);
+      // A cost the lease cannot cover makes a call, which the object applies; its answer is lost.
+      const cost = held.tokens + 1;
+      failNext();
+      await expect(ask(cost)).rejects.toThrow('network connection lost');
+      const lost = calls.at(-1)!;
+      expect(lost.granted?.tokens).toBeGreaterThan(0);
+      expect(lost.granted?.id).toBe(lost.lease?.id);
+      const before = calls.length;
+      expect((await ask(1)).allowed).toBe(true);
+      for (let i = 0; i < 8; i++) await null;
+      expect(settledFrom(calls, before)).toEqual(expect.arrayContaining([held.id, lost.granted!.id]));
+      // 9 requests of cost 1 admitted, and the lost call's cost: the isolate holds only what
+      // the last call leased it.
+      const last = calls.slice(before).find((c) => c.method === 'limitLeased')!;
+      expect(server.getStatus('k').remaining + (last.granted?.tokens ?? 0)).toBe(100 - 9 - cost);
     },
   );
 

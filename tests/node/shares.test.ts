@@ -99,7 +99,7 @@ describe('limitLeased with a rate: shares', () => {
     expect(server.settle('k', { id: lease.id, used: 0, left: 3 })).toBe(false);
   });
 
-  it('rejects a bad rate, renew or left with the field named, and changes nothing', () => {
+  it('rejects a bad rate, renew, id or left with the field named, and changes nothing', () => {
     const server = new RateLimiterServer({} as Ctx, {});
     const bad: [RateLimitLeaseRequest | unknown, string, string][] = [
       [{ rate: -1 }, 'RangeError', 'lease.rate'],
@@ -107,6 +107,8 @@ describe('limitLeased with a rate: shares', () => {
       [{ rate: Number.NaN }, 'RangeError', 'lease.rate'],
       [{ renew: 1.5 }, 'RangeError', 'lease.renew'],
       [{ renew: -1 }, 'RangeError', 'lease.renew'],
+      [{ id: 2 ** 53 }, 'RangeError', 'lease.id'],
+      [{ id: '7' }, 'TypeError', 'lease.id'],
       [{ settle: { id: 1, used: 0, left: 'x' } }, 'TypeError', 'lease.settle.left'],
       [{ rates: 5 }, 'TypeError', 'rates'],
     ];
@@ -116,6 +118,23 @@ describe('limitLeased with a rate: shares', () => {
       expect(error.message).toContain(field);
     }
     expect(server.getStatus('k')).toEqual({ remaining: 10, limit: 10, reset_in_ms: 0 });
+  });
+
+  it('a lease or share takes the id its holder chose, unless the key holds it already', () => {
+    const server = new RateLimiterServer({} as Ctx, {});
+    const plain = server.limitLeased('k', 1, TEN, { want: 2, id: 42 }).lease;
+    expect(plain?.id).toBe(42);
+    // Taken on this key: the limiter chooses another. On another key it is free.
+    const again = server.limitLeased('k', 1, TEN, { want: 2, id: 42 }).lease;
+    expect(again?.id).not.toBe(42);
+    expect(server.limitLeased('other', 1, TEN, { want: 2, id: 42 }).lease?.id).toBe(42);
+    const share = server.limitLeased('k', 1, TEN, { rate: 100, id: 2 ** 53 - 1 }).lease;
+    expect(share?.share).toBeDefined();
+    expect(share?.id).toBe(2 ** 53 - 1);
+    // A holder that never heard an answer settles by the id it chose: the tokens come back.
+    const before = server.getStatus('other').remaining;
+    expect(server.settle('other', { id: 42, used: 0 })).toBe(true);
+    expect(server.getStatus('other').remaining).toBe(before + 2);
   });
 
   it('a durable share outlives the instance: a new one on the same ctx still counts it', () => {
