@@ -129,6 +129,19 @@ fn read_object<'v>(
     Ok(value.unchecked_ref())
 }
 
+/// Reads the field `field` of `object` (named `name`) with its path (`name.field`) for
+/// messages; absent or `undefined` is `None`. The path is built only for a field that is
+/// there: most calls leave most of their optional fields out.
+fn read_named(
+    object: &Object,
+    name: &str,
+    field: &str,
+) -> Result<Option<(JsValue, String)>, Error> {
+    let path = || join(&[name, ".", field]);
+    let value = Reflect::get(object, &JsValue::from_str(field)).map_err(|_| unreadable(&path()))?;
+    Ok((!value.is_undefined()).then(|| (value, path())))
+}
+
 /// Reads one field, named `path` in messages; absent or `undefined` is `None`.
 fn read_field(object: &Object, name: &str, path: &str) -> Result<Option<JsValue>, Error> {
     let value = Reflect::get(object, &JsValue::from_str(name)).map_err(|_| unreadable(path))?;
@@ -259,31 +272,25 @@ pub(crate) fn read_lease_request(value: &JsValue, name: &str) -> Result<LeaseReq
         &["want", "settle", "rate", "renew", "queue", "id"],
         "want, settle, rate, renew, queue and id",
     )?;
-    let want_path = join(&[name, ".want"]);
-    if let Some(want) = read_field(object, "want", &want_path)? {
-        ask.want = read_cost(&want, &want_path)?;
+    if let Some((want, path)) = read_named(object, name, "want")? {
+        ask.want = read_cost(&want, &path)?;
     }
-    let settle_path = join(&[name, ".settle"]);
-    let settle = read_field(object, "settle", &settle_path)?
-        .map(|value| read_settlement(&value, &settle_path))
+    let settle = read_named(object, name, "settle")?
+        .map(|(value, path)| read_settlement(&value, &path))
         .transpose()?;
-    let rate_path = join(&[name, ".rate"]);
-    if let Some(rate) = read_field(object, "rate", &rate_path)? {
+    if let Some((rate, path)) = read_named(object, name, "rate")? {
         // A rate is validated as a cost: a finite number >= 0.
-        read_cost(&rate, &rate_path)?;
+        read_cost(&rate, &path)?;
         ask.rate = rate.as_f64().unwrap_or(0.0);
     }
-    let renew_path = join(&[name, ".renew"]);
-    if let Some(renew) = read_field(object, "renew", &renew_path)? {
-        ask.renew = Some(read_lease_id(&renew, &renew_path)?);
+    if let Some((renew, path)) = read_named(object, name, "renew")? {
+        ask.renew = Some(read_lease_id(&renew, &path)?);
     }
-    let queue_path = join(&[name, ".queue"]);
-    if let Some(queue) = read_field(object, "queue", &queue_path)? {
-        ask.queue = read_flag(&queue, &queue_path)?;
+    if let Some((queue, path)) = read_named(object, name, "queue")? {
+        ask.queue = read_flag(&queue, &path)?;
     }
-    let id_path = join(&[name, ".id"]);
-    if let Some(id) = read_field(object, "id", &id_path)? {
-        ask.id = Some(read_lease_id(&id, &id_path)?);
+    if let Some((id, path)) = read_named(object, name, "id")? {
+        ask.id = Some(read_lease_id(&id, &path)?);
     }
     Ok(LeaseRequest { ask, settle })
 }

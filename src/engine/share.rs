@@ -310,18 +310,23 @@ pub fn free_parts(leases: &[Lease], options: &Options, from: Instant, until: Ins
 
 /// The most that `leases` hold at any moment of `[from, until)`, capacity and parts each
 /// (terms granted later for later moments count too: a new term must fit beside all of them).
+/// One pass through their changes in time order: what they hold changes only at one.
 fn most_held(leases: &[Lease], options: &Options, from: Instant, until: Instant) -> Out {
-    let moments = leases
-        .iter()
-        .flat_map(|l| [l.expires_at, l.ends_at()])
-        .filter(|&m| m > from && m < until);
-    core::iter::once(from)
-        .chain(moments)
-        .map(|m| out_at(leases, options, m))
-        .fold(Out::default(), |most, out| Out {
+    let mut out = out_at(leases, options, from);
+    let mut most = out;
+    let changes = changes(leases, options, from, until);
+    let mut i = 0;
+    while let Some(first) = changes.get(i).filter(|c| c.at < until) {
+        while let Some(change) = changes.get(i).filter(|c| c.at == first.at) {
+            out = apply(out, change);
+            i += 1;
+        }
+        most = Out {
             units: most.units.max(out.units),
             parts: most.parts.max(out.parts),
-        })
+        };
+    }
+    most
 }
 
 /// One change of what the leases hold, at `at`.
@@ -489,6 +494,70 @@ pub fn wait_through_leases(
         match step(Some(bucket), before, out, options, moment) {
             Some(b) if b.units() < needed => bucket = b,
             _ => return Some(waited),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::lease::Term;
+
+    /// `most_held` as its definition reads: what the leases hold at `from` and at every
+    /// moment one of them changes before `until`, the most of each.
+    fn most_held_at_every_moment(
+        leases: &[Lease],
+        options: &Options,
+        from: Instant,
+        until: Instant,
+    ) -> Out {
+        let moments = leases
+            .iter()
+            .flat_map(|l| [l.expires_at, l.ends_at()])
+            .filter(|&m| m > from && m < until);
+        core::iter::once(from)
+            .chain(moments)
+            .map(|m| out_at(leases, options, m))
+            .fold(Out::default(), |most, out| Out {
+                units: most.units.max(out.units),
+                parts: most.parts.max(out.parts),
+            })
+    }
+
+    #[test]
+    fn most_held_is_the_most_at_any_moment_of_the_window() {
+        let options = Options::new(1_000.0, 0.001).unwrap();
+        let mut seed = 12_345_u64;
+        let mut random = |below: u64| {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (seed >> 33) % below
+        };
+        let ms = |ms: u64| Instant::from_nanos(1_000_000_000_000 + ms * 1_000_000);
+        for _ in 0..500 {
+            let mut leases = Vec::new();
+            for id in 0..random(40) {
+                // Terms that end at the same few moments too, so that changes coincide.
+                let mut lease = Lease::plain(id, random(30) * 1_000_000_000, ms(random(20) * 250));
+                lease.parts = random(RATE_PARTS as u64 / 40) as u32;
+                if random(2) == 0 {
+                    lease.next = Some(Term {
+                        billionths: random(30) * 1_000_000_000,
+                        parts: random(RATE_PARTS as u64 / 40) as u32,
+                        nanos: random(8) * 250_000_000,
+                    });
+                }
+                leases.push(lease);
+            }
+            // Windows that start and end at such moments, or between them.
+            let from = ms(random(20) * 250 + random(2) * random(250));
+            let until = ms(random(40) * 250 + random(2) * random(250));
+            assert_eq!(
+                most_held(&leases, &options, from, until),
+                most_held_at_every_moment(&leases, &options, from, until),
+                "{leases:?} from {from:?} until {until:?}"
+            );
         }
     }
 }
