@@ -42,6 +42,7 @@ const haveStatus = Object.keys(status).length > 0;
 const usable = (part) => !haveStatus || status[part]?.state === 'ok';
 const consume = usable('consume') ? readJson('consume.json') : null;
 const churn = usable('churn') ? readJson('churn.json') : null;
+const leases = usable('leases') ? readJson('leases.json') : null;
 const memory = usable('memory') ? readJson('memory.json') : null;
 const latency = usable('latency') ? readJson('latency.json') : null;
 const size = usable('size') ? readJson('size.json') : null;
@@ -363,6 +364,16 @@ section(() => {
     ['peak wasm memory', `${fmt(churn.peak_memory / (1024 * 1024), 1)} MiB`],
   ]);
   table(['patterned keys', 'ns per call', 'random keys, same lengths', 'ratio (target ≤ 1.5×)'], churn.hashdos.map((r) => [r.name, fmt(r.ns, 1), fmt(r.random_ns, 1), fmtRatio(r.ratio)]));
+});
+
+// a crowded key: lease calls while many leases are live on it
+section(() => {
+  out('## Crowded key: lease calls beside many live leases');
+  out();
+  if (!leases) return missing('bench/leases.mjs', 'leases');
+  out(`\`bench/leases.mjs\`: \`limitLeased(key, 1, policy, { want: 2 })\` and the \`settle\` of the lease it got, through the shim, while L other plain leases are live on the key (as where hundreds of isolates lease from one bucket); baseline, same run: the same pair with none (median of ${leases.rounds} rounds). A call reads every lease of its key: the cost should grow about linearly with L.`);
+  out();
+  table(['leases live on the key', 'ns per pair', 'ratio to none', 'ns more per lease held'], leases.rows.map((r) => [fmt(r.held), fmt(r.ns), fmtRatio(r.ratio), r.per_lease_ns === null ? '—' : fmt(r.per_lease_ns, 1)]));
 });
 
 // wake-up cost of the durable class (measured, no goal)

@@ -11,6 +11,7 @@
 #        bench/size.mjs    -> size.json    (size)
 #        bench/wasm-parts.mjs -> wasm-parts.json (what the .wasm is made of)
 #        bench/churn.mjs   -> churn.json   (key churn)
+#        bench/leases.mjs  -> leases.json  (crowded key)
 #   5. in workerd, if bench/e2e/run.mjs is present:
 #        bench/e2e/run.mjs -> bench/out/e2e.log, e2e.json (end-to-end throughput, durable overhead)
 #        bench/workerd-loop/run.mjs -> bench/out/workerd-loop.log (per call inside workerd)
@@ -22,7 +23,7 @@
 #   8. node bench/report.mjs            -> bench/RESULTS.md, bench/keys.svg
 # A part that fails does not stop the others; the report says so and the script exits 1.
 # Environment: BENCH_SKIP="engine e2e" skips parts (floor, engine, consume, memory, latency,
-# size, wasm-parts, churn, e2e, workerd-loop, wake, local, sim, compare); BENCH_NO_BUILD=1 never rebuilds the
+# size, wasm-parts, churn, leases, e2e, workerd-loop, wake, local, sim, compare); BENCH_NO_BUILD=1 never rebuilds the
 # package (only builds it when missing); ROUNDS=3 DURATION=6 for bench/e2e/run.mjs and
 # bench/e2e/local.mjs; BENCH_COMPARE=<rev> adds part 7 (a few minutes more; off by default).
 set -euo pipefail
@@ -107,6 +108,7 @@ part latency "$OUT/latency.log" node --expose-gc bench/latency.mjs
 part size "$OUT/size.log" bash -c 'bash scripts/bootstrap.sh --matrix && node --expose-gc bench/size.mjs'
 part wasm-parts "$OUT/wasm-parts.log" node bench/wasm-parts.mjs
 part churn "$OUT/churn.log" node bench/churn.mjs
+part leases "$OUT/leases.log" node bench/leases.mjs
 
 # 5. End to end in workerd, if present.
 if [ -f bench/e2e/run.mjs ]; then
