@@ -25,13 +25,12 @@ export class Entry {
   // This isolate's turn in the object's queue (0: none), and whether it was beyond a round trip (11.11).
   turnAt = 0;
   longQueue = false;
-  // Plain calls in flight, their costs, and when the first of them was sent.
-  plainCalls = 0;
+  // When each plain call in flight was sent, their costs, and when the first of them was sent.
+  plainSent = [];
   plainCost = 0;
   plainSince = 0;
-  // When each plain call in flight was sent, when the lease call in flight was, and the shortest round
-  // trip seen on this bucket (ms): a call in flight far longer finds the object behind (slowObject).
-  plainSent = [];
+  // When the lease call in flight was sent, and the shortest round trip seen on this bucket (ms): a call in
+  // flight far longer finds the object behind (slowObject).
   leaseSent = 0;
   fastest = Infinity;
   last = null; // the bucket's last decision, and when it came
@@ -157,7 +156,7 @@ export function settleAll(entry, request, now) {
 const LONGEST_LEASE_MS = 10_000;
 
 /** The lease or share asked for as `id` in a call sent at `sent` whose answer never came: settled as unused. */
-export const unheard = (id, sent) => ({ id, billionths: 0, used: 0, deadline: sent, expires: sent + LONGEST_LEASE_MS });
+export const unheard = (id, sent) => ({ id, used: 0, expires: sent + LONGEST_LEASE_MS });
 
 /** What a `settle` of `lease` says: its id and the tokens used. */
 export const settlement = (lease) => ({ id: lease.id, used: lease.used / BILLION });

@@ -163,7 +163,7 @@ export class LocalLimits {
     const now = this.#clock();
     // A request all the same: while a lease call is in flight, requests keep the bucket busy.
     entry.previousAt = now;
-    if (entry.plainCalls === 0) entry.plainSince = now;
+    if (entry.plainSent.length === 0) entry.plainSince = now;
     const bucket = bucketOf(policy, entry.last);
     if (cost > 0 && bucket !== null && cost <= bucket.maxTokens) {
       const admissible = bucket.maxTokens + Math.floor((now - entry.plainSince) / bucket.intervalMs);
@@ -171,7 +171,6 @@ export class LocalLimits {
       const behind = underPressure(entry) && slowObject(entry, now);
       if (entry.plainCost + cost > admissible || behind) return this.#here(entry, overBound(entry.last, bucket));
     }
-    entry.plainCalls += 1;
     entry.plainCost += cost;
     entry.plainSent.push(now);
     this.calls += 1;
@@ -181,7 +180,6 @@ export class LocalLimits {
       noteRoundTrip(entry, now, received);
       return remember(entry, answer, received, this.#maxHoldMs);
     } finally {
-      entry.plainCalls -= 1;
       entry.plainCost -= cost;
       entry.plainSent.splice(entry.plainSent.indexOf(now), 1);
     }
@@ -214,8 +212,9 @@ export class LocalLimits {
     const unsettled = [...entry.unsettled];
     const { others, settled } = settleInCall(entry, request, sent);
     let answer;
+    let received;
     try {
-      answer = await settlingAgain(entry, settled, request, sent, () =>
+      [answer, received] = await this.#exchange(entry, settled, request, sent, () =>
         this.#leaseCall(entry, stub, key, cost, policy, request, others, waitUntil));
     } catch (error) {
       // Bad input is rejected before anything is settled: the leases are still ours.
@@ -227,8 +226,6 @@ export class LocalLimits {
       throw error;
     }
     const { lease: granted, call_after_ms: turn, ...answered } = answer;
-    const received = this.#clock();
-    noteRoundTrip(entry, sent, received);
     entry.turnAt = turn === undefined ? 0 : received + turn;
     entry.longQueue = turn > received - sent;
     // A denial until the turn is held that long exactly, not backed off beyond it.
@@ -258,10 +255,8 @@ export class LocalLimits {
     entry.want = Math.min(this.#maxLease, Math.max(1, entry.want * 2));
     const request = { want: entry.want, id: this.#leaseId() };
     const { others, settled } = settleAll(entry, request, sent);
-    const { lease: granted, ...answered } = await settlingAgain(entry, settled, request, sent, () =>
+    const [{ lease: granted, ...answered }, received] = await this.#exchange(entry, settled, request, sent, () =>
       this.#leaseCall(entry, stub, key, 0, policy, request, others, true));
-    const received = this.#clock();
-    noteRoundTrip(entry, sent, received);
     remember(entry, answered, received, this.#maxHoldMs, true);
     if (granted !== null && granted.tokens > 0) entry.next = leaseOf(granted, sent, this.#marginMs);
   }
@@ -305,10 +300,8 @@ export class LocalLimits {
     // The plain leases held are replaced by the share: the call that asks for it settles them (again
     // at the next call if it fails).
     const { others, settled } = share === null ? settleInCall(entry, request, sent) : { others: NONE, settled: NONE };
-    const { lease: granted, ...answered } = await settlingAgain(entry, settled, request, sent, () =>
+    const [{ lease: granted, ...answered }, received] = await this.#exchange(entry, settled, request, sent, () =>
       this.#leaseCall(entry, stub, key, cost, policy, request, others, waitUntil));
-    const received = this.#clock();
-    noteRoundTrip(entry, sent, received);
     const decision = remember(entry, answered, received, this.#maxHoldMs, true);
     if (share !== null && cost > 0) backOffTopUps(entry, answered, received);
     if (granted?.share !== undefined) {
@@ -325,6 +318,23 @@ export class LocalLimits {
     if (entry.share?.advance(received)) held = entry.share.tokens;
     else if (share === null && entry.lease !== null) held = granted?.tokens ?? 0;
     return { ...decision, remaining: decision.remaining + held };
+  }
+
+  // `[answer, received]` of `call()`, a lease call sent at `sent` with `request` that settles `settled`. If it
+  // fails, the next call settles them again, and the one it asked for as `request.id` as unused (docs/SPEC.md,
+  // 10.5).
+  async #exchange(entry, settled, request, sent, call) {
+    let answer;
+    try {
+      answer = await call();
+    } catch (error) {
+      entry.unsettled.unshift(...settled);
+      if (request.id !== undefined) entry.unsettled.push(unheard(request.id, sent));
+      throw error;
+    }
+    const received = this.#clock();
+    noteRoundTrip(entry, sent, received);
+    return [answer, received];
   }
 
   // The id a call asks its new lease or share to have, so that the next call can settle it if the answer
@@ -362,17 +372,6 @@ export class LocalLimits {
   }
 }
 
-// `call()`, sent at `sent` with `request`; if it fails, the next call settles again the leases it was
-// settling, and the one it asked for as `request.id` as unused (docs/SPEC.md, 10.5).
-async function settlingAgain(entry, settled, request, sent, call) {
-  try {
-    return await call();
-  } catch (error) {
-    entry.unsettled.unshift(...settled);
-    if (request.id !== undefined) entry.unsettled.push(unheard(request.id, sent));
-    throw error;
-  }
-}
 
 const DECIDED_HERE = new WeakSet();
 

@@ -201,9 +201,8 @@ pub(crate) fn read_policy(
         "max_tokens, refill_every_seconds and block_seconds",
     )?;
     let patch = read_patch(object, name, true)?;
-    let path = join(&[name, ".block_seconds"]);
-    let penalty = read_field(object, "block_seconds", &path)?
-        .map(|v| read_number(&v, &path).and_then(|s| block_nanos(s, &path)))
+    let penalty = read_named(object, name, "block_seconds")?
+        .map(|(v, path)| read_number(&v, &path).and_then(|s| block_nanos(s, &path)))
         .transpose()?;
     Ok((Some(patch), penalty))
 }
@@ -317,9 +316,8 @@ pub(crate) fn read_settlement(value: &JsValue, name: &str) -> Result<Settlement,
     let used_path = join(&[name, ".used"]);
     let used = read_field(object, "used", &used_path)?.unwrap_or(JsValue::UNDEFINED);
     let used = read_tokens(&used, &used_path)?;
-    let left_path = join(&[name, ".left"]);
-    let left = read_field(object, "left", &left_path)?
-        .map(|value| read_tokens(&value, &left_path))
+    let left = read_named(object, name, "left")?
+        .map(|(value, path)| read_tokens(&value, &path))
         .transpose()?;
     Ok(Settlement { id, used, left })
 }
@@ -373,8 +371,7 @@ pub(crate) fn read_permit_id(id: &JsValue, field: &str) -> Result<u64, Error> {
 pub(crate) fn read_gate_policy(policy: &JsValue, name: &str) -> Result<GatePolicy, Error> {
     const FIELDS: [&str; 2] = ["max_in_flight", "ttl_seconds"];
     let object = read_object(policy, name, &FIELDS, "max_in_flight and ttl_seconds")?;
-    let path = |field: &str| join(&[name, ".", field]);
-    let max_path = path(FIELDS[0]);
+    let max_path = join(&[name, ".", FIELDS[0]]);
     let max_in_flight = match read_field(object, FIELDS[0], &max_path)? {
         Some(value) => read_number(&value, &max_path)?,
         None => {
@@ -385,9 +382,8 @@ pub(crate) fn read_gate_policy(policy: &JsValue, name: &str) -> Result<GatePolic
             })
         }
     };
-    let ttl_path = path(FIELDS[1]);
-    let ttl_seconds = read_field(object, FIELDS[1], &ttl_path)?
-        .map(|v| read_number(&v, &ttl_path))
+    let ttl_seconds = read_named(object, name, FIELDS[1])?
+        .map(|(v, path)| read_number(&v, &path))
         .transpose()?;
     GatePolicy::new(max_in_flight, ttl_seconds).map_err(|e| e.within(name))
 }

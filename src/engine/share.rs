@@ -315,11 +315,10 @@ fn most_held(leases: &[Lease], options: &Options, from: Instant, until: Instant)
     let mut out = out_at(leases, options, from);
     let mut most = out;
     let changes = changes(leases, options, from, until);
-    let mut i = 0;
-    while let Some(first) = changes.get(i).filter(|c| c.at < until) {
-        while let Some(change) = changes.get(i).filter(|c| c.at == first.at) {
-            out = apply(out, change);
-            i += 1;
+    let mut next = 0;
+    while let Some(at) = next_moment(&changes, &mut next, &mut out) {
+        if at >= until {
+            break;
         }
         most = Out {
             units: most.units.max(out.units),
@@ -375,6 +374,17 @@ fn apply(out: Out, change: &Change) -> Out {
         units: units as u64,
         parts: parts as u32,
     }
+}
+
+/// Applies to `out` every change of `changes` at the moment of `changes[*next]`, moving `next`
+/// past them, and returns that moment; `None` once every change is applied.
+fn next_moment(changes: &[Change], next: &mut usize, out: &mut Out) -> Option<Instant> {
+    let at = changes.get(*next)?.at;
+    while let Some(change) = changes.get(*next).filter(|c| c.at == at) {
+        *out = apply(*out, change);
+        *next += 1;
+    }
+    Some(at)
 }
 
 /// The main bucket between two moments of `changes`: refilled to `at` under what the leases
@@ -434,14 +444,11 @@ pub fn refill_through_leases(
     let mut out = out_at(leases, options, from);
     let mut current = Some(bucket);
     let changes = changes(leases, options, from, now);
-    let mut i = 0;
-    while let Some(first) = changes.get(i) {
-        let before = out;
-        while let Some(change) = changes.get(i).filter(|c| c.at == first.at) {
-            out = apply(out, change);
-            i += 1;
-        }
-        current = step(current, before, out, options, first.at);
+    let mut next = 0;
+    let mut before = out;
+    while let Some(at) = next_moment(&changes, &mut next, &mut out) {
+        current = step(current, before, out, options, at);
+        before = out;
     }
     refill_every(
         current,
@@ -471,9 +478,9 @@ pub fn wait_through_leases(
     };
     let mut out = out_at(leases, options, now);
     let changes = changes(leases, options, now, Instant::from_nanos(u64::MAX));
-    let mut i = 0;
+    let mut next = 0;
     loop {
-        let moment = changes.get(i).map(|c| c.at);
+        let moment = changes.get(next).map(|c| c.at);
         if needed <= capacity.saturating_sub(out.units) {
             if let Some(period) = main_period(options, out.parts) {
                 let refills = u128::from((needed - bucket.units()).div_ceil(options.unit()));
@@ -484,12 +491,8 @@ pub fn wait_through_leases(
                 }
             }
         }
-        let moment = moment?;
         let before = out;
-        while let Some(change) = changes.get(i).filter(|c| c.at == moment) {
-            out = apply(out, change);
-            i += 1;
-        }
+        let moment = next_moment(&changes, &mut next, &mut out)?;
         let waited = u128::from(moment.saturating_since(now));
         match step(Some(bucket), before, out, options, moment) {
             Some(b) if b.units() < needed => bucket = b,
